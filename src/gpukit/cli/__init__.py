@@ -1,0 +1,55 @@
+"""The command line: a typer app, one module per command group, errors caught once here.
+
+``main()`` returns an exit code: 0 ok, 1 a failure was found, 2 bad usage or input, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import typer
+
+from gpukit.errors import GpukitError
+
+__all__ = ["main"]
+
+
+def _click_exception_types() -> tuple[type[Exception], ...]:
+    """Usage-error base classes: typer >= 0.20 vendors click, older typer uses the click package."""
+    types: list[type[Exception]] = []
+    try:
+        from typer._click.exceptions import ClickException as Vendored
+
+        types.append(Vendored)
+    except ImportError:
+        pass
+    try:
+        import click
+
+        types.append(click.ClickException)
+    except ImportError:  # pragma: no cover - one of the two always exists
+        pass
+    return tuple(types)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return its exit code; library errors become ``error:`` / ``hint:`` lines."""
+    from gpukit.cli import render
+    from gpukit.cli.app import build_app
+
+    app = build_app()
+    try:
+        result = app(args=list(argv) if argv is not None else sys.argv[1:], standalone_mode=False)
+    except GpukitError as exc:
+        render.error(exc.message, exc.hint)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return int(getattr(exc, "exit_code", 0) or 0)
+    except (typer.Abort, KeyboardInterrupt):
+        render.error("interrupted")
+        return 130
+    except _click_exception_types() as exc:  # unknown option, bad value, missing argument
+        exc.show(file=sys.stderr)  # type: ignore[attr-defined]
+        return 0 if type(exc).__name__ == "NoArgsIsHelpError" else 2
+    return int(result) if isinstance(result, int) else 0
