@@ -13,11 +13,16 @@ if TYPE_CHECKING:
 __all__ = ["inventory", "machine_fingerprint"]
 
 
-def inventory(probe_frameworks: bool = True) -> Inventory:
-    """The whole machine (the `gpukit info --json` document is ``inventory().to_dict()``)."""
+def inventory(probe_frameworks: bool | None = True, probe_timeout_s: float = 60.0) -> Inventory:
+    """The whole machine (the `gpukit info --json` document is ``inventory().to_dict()``).
+
+    ``probe_frameworks``: True imports each installed framework in a child interpreter (in parallel, with a timeout)
+    to ask whether it sees a GPU; False reads versions from package metadata only; None probes only when an NVIDIA
+    GPU is present.
+    """
     from gpukit.hardware.inventory import inventory as _inventory
 
-    return _inventory(probe_frameworks=probe_frameworks)
+    return _inventory(probe_frameworks=probe_frameworks, probe_timeout_s=probe_timeout_s)
 
 
 def machine_fingerprint() -> dict[str, object]:

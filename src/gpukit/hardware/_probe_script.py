@@ -1,0 +1,215 @@
+"""Run in a child interpreter (``python -c <this source> FRAMEWORK``): import one framework, ask it for GPUs.
+
+A child so that a broken import cannot kill the caller, a hang can be timed out, and a framework that initialises
+CUDA does not do so in the caller. It imports nothing from gpukit. The last line it prints is ``GPUKIT_PROBE {json}``.
+"""
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def _torch(out):
+    import torch
+
+    out["version"] = torch.__version__
+    hip = getattr(torch.version, "hip", None)
+    out["build"] = "cuda" if torch.version.cuda else ("rocm" if hip else "cpu")
+    out["cuda_runtime"] = torch.version.cuda
+    out["hip_runtime"] = hip
+    try:
+        out["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    except Exception:
+        out["cudnn"] = None
+    try:
+        v = torch.cuda.nccl.version() if torch.version.cuda else None
+        out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else v
+    except Exception:
+        out["nccl"] = None
+    out["sees_gpu"] = bool(torch.cuda.is_available())
+    out["device_count"] = torch.cuda.device_count() if out["sees_gpu"] else 0
+    devices = []
+    for i in range(out["device_count"]):
+        p = torch.cuda.get_device_properties(i)
+        devices.append(
+            {
+                "index": i,
+                "name": p.name,
+                "compute_capability": f"{p.major}.{p.minor}",
+                "sm_count": p.multi_processor_count,
+                "memory_total_bytes": p.total_memory,
+                "uuid": str(getattr(p, "uuid", "")) or None,
+            }
+        )
+    out["devices"] = devices
+
+
+def _numba(out):
+    import numba
+    from numba import cuda
+
+    out["version"] = numba.__version__
+    try:
+        import numba_cuda
+
+        out["numba_cuda"] = getattr(numba_cuda, "__version__", None)
+    except ImportError:
+        out["numba_cuda"] = None
+    out["sees_gpu"] = bool(cuda.is_available())
+    out["device_count"] = len(cuda.gpus) if out["sees_gpu"] else 0
+    if out["sees_gpu"]:
+        out["cuda_runtime"] = ".".join(map(str, cuda.runtime.get_version()))
+
+
+def _cupy(out):
+    import cupy
+
+    out["version"] = cupy.__version__
+    rt = cupy.cuda.runtime
+    out["cuda_runtime"] = _cuda_str(rt.runtimeGetVersion())
+    try:
+        out["cuda_driver"] = _cuda_str(rt.driverGetVersion())
+        out["device_count"] = rt.getDeviceCount()
+    except Exception as exc:
+        out["device_count"] = 0
+        out["gpu_error"] = f"{type(exc).__name__}: {exc}"
+    out["sees_gpu"] = out["device_count"] > 0
+
+
+def _cuda_str(v):
+    return f"{v // 1000}.{(v % 1000) // 10}" if v else None
+
+
+def _triton(out):
+    import triton
+
+    out["version"] = triton.__version__
+    try:
+        target = triton.runtime.driver.active.get_current_target()
+        out["target"] = f"{target.backend}:{target.arch}"
+        out["sees_gpu"] = target.backend in ("cuda", "hip")
+    except Exception as exc:
+        out["sees_gpu"] = False
+        out["gpu_error"] = f"{type(exc).__name__}: {exc}"
+
+
+def _jax(out):
+    import jax
+
+    out["version"] = jax.__version__
+    gpus = [d for d in jax.devices() if d.platform in ("gpu", "cuda", "rocm")]
+    out["sees_gpu"] = bool(gpus)
+    out["device_count"] = len(gpus)
+
+
+def _tensorflow(out):
+    import tensorflow as tf
+
+    out["version"] = tf.__version__
+    gpus = tf.config.list_physical_devices("GPU")
+    out["sees_gpu"] = bool(gpus)
+    out["device_count"] = len(gpus)
+    build = tf.sysconfig.get_build_info()
+    out["cuda_runtime"] = build.get("cuda_version")
+    out["cudnn"] = build.get("cudnn_version")
+
+
+def _paddle(out):
+    import paddle
+
+    out["version"] = paddle.__version__
+    n = paddle.device.cuda.device_count() if paddle.device.is_compiled_with_cuda() else 0
+    out["sees_gpu"] = n > 0
+    out["device_count"] = n
+
+
+def _mxnet(out):
+    import mxnet
+
+    out["version"] = mxnet.__version__
+    n = mxnet.context.num_gpus()
+    out["sees_gpu"] = n > 0
+    out["device_count"] = n
+
+
+PROBES = {
+    "torch": _torch,
+    "numba": _numba,
+    "cupy": _cupy,
+    "triton": _triton,
+    "jax": _jax,
+    "tensorflow": _tensorflow,
+    "paddle": _paddle,
+    "mxnet": _mxnet,
+}
+
+
+def _owner(filename):
+    """(top-level module, distribution, version) that ``filename`` belongs to, by the sys.path entry it is under."""
+    best = ""
+    for entry in sys.path:
+        entry = os.path.abspath(entry or ".")
+        if filename.startswith(entry + os.sep) and len(entry) > len(best):
+            best = entry
+    if not best:
+        return None, None, None
+    top = filename[len(best) + 1 :].split(os.sep)[0]
+    top = top[:-3] if top.endswith(".py") else top
+    try:
+        from importlib import metadata
+
+        dists = metadata.packages_distributions().get(top) or []
+        if dists:
+            return top, dists[0], metadata.version(dists[0])
+    except Exception:
+        pass
+    return top, None, None
+
+
+def _culprit(exc):
+    """The innermost frame outside numpy and the standard library: the code that actually failed."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    for frame in reversed(frames):
+        path = frame.filename.replace("\\", "/")
+        if "/numpy/" in path or "<frozen" in path or path.startswith("<"):
+            continue
+        module, dist, version = _owner(frame.filename)
+        return {
+            "file": frame.filename,
+            "line": frame.lineno,
+            "code": (frame.line or "").strip(),
+            "module": module,
+            "distribution": dist,
+            "distribution_version": version,
+        }
+    return None
+
+
+def main(name):
+    out = {"name": name, "importable": False, "sees_gpu": None}
+    start = time.perf_counter()
+    try:
+        PROBES[name](out)
+        out["importable"] = True
+    except BaseException as exc:  # a probe must always answer
+        out["error"] = f"{type(exc).__name__}: {exc}".strip()[:800]
+        out["culprit"] = _culprit(exc)
+        if "version" in out:
+            out["importable"] = True  # imported; asking for the GPU failed
+            out["sees_gpu"] = False
+    try:
+        import numpy
+
+        out["numpy_version"] = numpy.__version__
+    except BaseException:
+        out["numpy_version"] = None
+    out["seconds"] = round(time.perf_counter() - start, 3)
+    out["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+    sys.stdout.write("\nGPUKIT_PROBE " + json.dumps(out, default=str) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
