@@ -28,7 +28,7 @@ def info(
     """What this machine has: CPU, each GPU, GPU topology and the software stack."""
     from gpukit.hardware import inventory
 
-    inv = inventory(probe_frameworks=probe, probe_timeout_s=timeout).to_dict()
+    inv: dict[str, Any] = inventory(probe_frameworks=probe, probe_timeout_s=timeout).to_dict()
     if json_out:
         render.print_json(inv)
         return 0

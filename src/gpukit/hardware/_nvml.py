@@ -77,8 +77,10 @@ def module() -> Any:
     return _state.get("module") if init() else None
 
 
-def call(fn: Callable[..., T], *args: Any) -> T | None:
-    """``fn(*args)``, or None when it raises (unsupported, no permission, GPU lost...)."""
+def call(fn: Callable[..., T] | None, *args: Any) -> T | None:
+    """``fn(*args)``, or None when it raises (unsupported, no permission, GPU lost...) or ``fn`` is None."""
+    if fn is None:
+        return None
     try:
         return fn(*args)
     except Exception:

@@ -4,14 +4,17 @@ A child so that a broken import cannot kill the caller, a hang can be timed out,
 CUDA does not do so in the caller. It imports nothing from gpukit. The last line it prints is ``GPUKIT_PROBE {json}``.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import sys
 import time
 import traceback
+from typing import Any
 
 
-def _torch(out):
+def _torch(out: dict[str, Any]) -> None:
     import torch
 
     out["version"] = torch.__version__
@@ -46,7 +49,7 @@ def _torch(out):
     out["devices"] = devices
 
 
-def _numba(out):
+def _numba(out: dict[str, Any]) -> None:
     import numba
     from numba import cuda
 
@@ -63,7 +66,7 @@ def _numba(out):
         out["cuda_runtime"] = ".".join(map(str, cuda.runtime.get_version()))
 
 
-def _cupy(out):
+def _cupy(out: dict[str, Any]) -> None:
     import cupy
 
     out["version"] = cupy.__version__
@@ -78,11 +81,11 @@ def _cupy(out):
     out["sees_gpu"] = out["device_count"] > 0
 
 
-def _cuda_str(v):
+def _cuda_str(v: int) -> str | None:
     return f"{v // 1000}.{(v % 1000) // 10}" if v else None
 
 
-def _triton(out):
+def _triton(out: dict[str, Any]) -> None:
     import triton
 
     out["version"] = triton.__version__
@@ -95,7 +98,7 @@ def _triton(out):
         out["gpu_error"] = f"{type(exc).__name__}: {exc}"
 
 
-def _jax(out):
+def _jax(out: dict[str, Any]) -> None:
     import jax
 
     out["version"] = jax.__version__
@@ -104,7 +107,7 @@ def _jax(out):
     out["device_count"] = len(gpus)
 
 
-def _tensorflow(out):
+def _tensorflow(out: dict[str, Any]) -> None:
     import tensorflow as tf
 
     out["version"] = tf.__version__
@@ -116,7 +119,7 @@ def _tensorflow(out):
     out["cudnn"] = build.get("cudnn_version")
 
 
-def _paddle(out):
+def _paddle(out: dict[str, Any]) -> None:
     import paddle
 
     out["version"] = paddle.__version__
@@ -125,7 +128,7 @@ def _paddle(out):
     out["device_count"] = n
 
 
-def _mxnet(out):
+def _mxnet(out: dict[str, Any]) -> None:
     import mxnet
 
     out["version"] = mxnet.__version__
@@ -146,7 +149,7 @@ PROBES = {
 }
 
 
-def _owner(filename):
+def _owner(filename: str) -> tuple[str | None, str | None, str | None]:
     """(top-level module, distribution, version) that ``filename`` belongs to, by the sys.path entry it is under."""
     best = ""
     for entry in sys.path:
@@ -168,7 +171,7 @@ def _owner(filename):
     return top, None, None
 
 
-def _culprit(exc):
+def _culprit(exc: BaseException) -> dict[str, Any] | None:
     """The innermost frame outside numpy and the standard library: the code that actually failed."""
     frames = traceback.extract_tb(exc.__traceback__)
     for frame in reversed(frames):
@@ -187,8 +190,8 @@ def _culprit(exc):
     return None
 
 
-def main(name):
-    out = {"name": name, "importable": False, "sees_gpu": None}
+def main(name: str) -> None:
+    out: dict[str, Any] = {"name": name, "importable": False, "sees_gpu": None}
     start = time.perf_counter()
     try:
         PROBES[name](out)

@@ -128,11 +128,13 @@ def read_cpu() -> CpuInfo:
         freq = psutil.cpu_freq()
     except Exception:
         freq = None
+    total: int | None = None
+    available: int | None = None
     try:
         vm = psutil.virtual_memory()
         total, available = int(vm.total), int(vm.available)
     except Exception:
-        total = available = None
+        pass
     try:
         usable: int | None = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

@@ -58,7 +58,7 @@ class Facts:
 
 
 def _ld_so_conf_paths() -> tuple[str, ...]:
-    paths = []
+    paths: list[str] = []
     for conf in sorted(glob.glob("/etc/ld.so.conf.d/*.conf")):
         try:
             lines = Path(conf).read_text().splitlines()

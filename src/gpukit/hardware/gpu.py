@@ -166,19 +166,15 @@ def _cc(nv: Any, h: Any) -> str | None:
 
 
 def _sm_count(nv: Any, h: Any, cc: str | None) -> int | None:
-    attrs = _nvml.call(getattr(nv, "nvmlDeviceGetAttributes_v2", None) or nv.nvmlDeviceGetAttributes, h)
-    if attrs is not None and getattr(attrs, "multiprocessorCount", 0):
+    attrs: Any = _nvml.call(getattr(nv, "nvmlDeviceGetAttributes_v2", None) or nv.nvmlDeviceGetAttributes, h)
+    if attrs is not None and getattr(attrs, "multiprocessorCount", None):
         return int(attrs.multiprocessorCount)
-    cores = _nvml.call(getattr(nv, "nvmlDeviceGetNumGpuCores", _missing), h)
+    cores = _nvml.call(getattr(nv, "nvmlDeviceGetNumGpuCores", None), h)
     if cores and cc:
         per_sm = _CORES_PER_SM.get(cc) or _CORES_PER_SM.get(cc.split(".")[0])
         if per_sm:
             return int(cores) // per_sm
     return None
-
-
-def _missing(*_: Any) -> None:
-    raise AttributeError("not in this nvidia-ml-py")
 
 
 def _nvlinks(nv: Any, h: Any) -> tuple[NvLink, ...]:
@@ -219,7 +215,7 @@ def _processes(nv: Any, h: Any) -> tuple[GpuProcess, ...]:
         ("compute", "nvmlDeviceGetComputeRunningProcesses"),
         ("graphics", "nvmlDeviceGetGraphicsRunningProcesses"),
     ):
-        for p in _nvml.call(getattr(nv, fn_name, _missing), h) or []:
+        for p in _nvml.call(getattr(nv, fn_name, None), h) or []:
             used = getattr(p, "usedGpuMemory", None)
             name = _text(_nvml.call(nv.nvmlSystemGetProcessName, p.pid))
             procs.setdefault(p.pid, GpuProcess(int(p.pid), name, int(used) if used else None, kind))
@@ -239,7 +235,7 @@ def _read_one(nv: Any, index: int) -> GpuInfo | None:
     bus_id = _text(pci.busId) if pci is not None else None
     mig = call(nv.nvmlDeviceGetMigMode, h)
     reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-        nv, "nvmlDeviceGetCurrentClocksThrottleReasons", _missing
+        nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None
     )
     cc = _cc(nv, h)
     sys_bus = sysfs_bus_id(bus_id)
@@ -298,7 +294,7 @@ def _no_nvml_reason() -> str:
 
 def gpus_from_torch_probe(devices: list[dict[str, Any]]) -> tuple[GpuInfo, ...]:
     """GPUs from the torch probe's device properties, when NVML is unavailable (fewer fields, the rest None)."""
-    out = []
+    out: list[GpuInfo] = []
     for d in devices:
         out.append(
             GpuInfo(

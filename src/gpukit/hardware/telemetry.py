@@ -61,7 +61,7 @@ def _sample(index: int) -> GpuTelemetry | None:
     reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
         nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None
     )
-    mask = call(reasons_fn, h) if reasons_fn is not None else None
+    mask = call(reasons_fn, h)
     return GpuTelemetry(
         index=index,
         sm_clock_mhz=call(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
