@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["THROTTLE_BITS", "call", "decode_throttle", "handle", "init", "init_error", "module"]
+__all__ = ["THROTTLE_BITS", "call", "decode_throttle", "handle", "init", "init_error", "module", "reset", "use"]
 
 T = TypeVar("T")
 
@@ -93,3 +93,23 @@ def handle(index: int) -> Any:
     if nv is None:
         return None
     return call(nv.nvmlDeviceGetHandleByIndex, index)
+
+
+def use(nvml_module: Any | None, error: str | None = None) -> None:
+    """Replace the session: an already-initialised pynvml-like module, or None with the reason NVML is unavailable.
+
+    The seam for tests (a fake NVML) and for callers that manage NVML themselves.
+    """
+    with _lock:
+        _state.clear()
+        _state["done"] = True
+        if nvml_module is not None:
+            _state["module"] = nvml_module
+        else:
+            _state["error"] = error or "NVML unavailable"
+
+
+def reset() -> None:
+    """Forget the cached outcome; the next call initialises NVML again."""
+    with _lock:
+        _state.clear()

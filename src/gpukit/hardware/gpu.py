@@ -24,6 +24,8 @@ __all__ = [
     "read_gpus",
 ]
 
+_REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch"}
+
 # CUDA cores per SM by compute-capability major (minor where it differs): NVML reports cores, not SMs.
 _CORES_PER_SM = {"7": 64, "8.0": 64, "8": 128, "9": 128, "10": 128, "12": 128}
 
@@ -51,6 +53,7 @@ class NvLink:
     active: bool
     remote_pci_bus_id: str | None
     version: int | None
+    remote_type: str | None = None  # "gpu", "switch" (NVSwitch: HGX boards), "ibmnpu" or None when unknown
 
 
 @dataclass(frozen=True)
@@ -184,12 +187,14 @@ def _nvlinks(nv: Any, h: Any) -> tuple[NvLink, ...]:
         if state is None:
             continue  # link not present on this part
         remote = _nvml.call(nv.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
+        kind = _nvml.call(getattr(nv, "nvmlDeviceGetNvLinkRemoteDeviceType", None), h, link)
         links.append(
             NvLink(
                 link=link,
                 active=bool(state),
                 remote_pci_bus_id=_text(remote.busId) if remote is not None else None,
                 version=_nvml.call(nv.nvmlDeviceGetNvLinkVersion, h, link),
+                remote_type=_REMOTE_TYPES.get(kind) if kind is not None else None,
             )
         )
     return tuple(links)

@@ -47,14 +47,29 @@ class Topology:
 
 
 def nvlink_counts(gpus: tuple[GpuInfo, ...]) -> dict[tuple[int, int], int]:
-    """Active NVLinks between each pair, matched by the remote end's PCI bus id."""
+    """Active NVLinks between each pair of GPUs.
+
+    Direct links are matched by the remote end's PCI bus id. On NVSwitch boards (HGX) every link ends at a switch;
+    two GPUs that both reach the switches talk over min(their active switch links), which is what
+    ``nvidia-smi topo -m`` prints (NV18 on an HGX H100/H200).
+    """
     by_bus = {(g.pci_bus_id or "").lower(): g.index for g in gpus if g.pci_bus_id}
     counts: dict[tuple[int, int], int] = {}
+    to_switch: dict[int, int] = {}
     for g in gpus:
         for link in g.nvlinks:
+            if not link.active:
+                continue
+            if link.remote_type == "switch":
+                to_switch[g.index] = to_switch.get(g.index, 0) + 1
+                continue
             peer = by_bus.get((link.remote_pci_bus_id or "").lower())
-            if link.active and peer is not None and peer != g.index:
+            if peer is not None and peer != g.index:
                 counts[(g.index, peer)] = counts.get((g.index, peer), 0) + 1
+    for a, na in to_switch.items():
+        for b, nb in to_switch.items():
+            if a != b:
+                counts[(a, b)] = counts.get((a, b), 0) + min(na, nb)
     return counts
 
 
