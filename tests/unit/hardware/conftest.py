@@ -3,10 +3,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from fake_nvml import FakeNvml
 
 from gpukit.hardware import _nvml
-
-from fake_nvml import FakeNvml
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ class NVMLError(Exception):
     pass
 
 
-class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's own naming
+class NVMLError_NotSupported(NVMLError):
     pass
 
 

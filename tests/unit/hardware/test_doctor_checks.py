@@ -209,8 +209,16 @@ def test_framework_import_error_timeout_and_blind(healthy):
 
 
 def cupy(dist: str) -> FrameworkProbe:
-    return FrameworkProbe(name="cupy", installed=True, version="14.2.0", distribution=dist, probed=True,
-                          importable=True, sees_gpu=True, device_count=1)
+    return FrameworkProbe(
+        name="cupy",
+        installed=True,
+        version="14.2.0",
+        distribution=dist,
+        probed=True,
+        importable=True,
+        sees_gpu=True,
+        device_count=1,
+    )
 
 
 def test_cupy_cuda_major_vs_driver(healthy):
@@ -223,7 +231,9 @@ def test_cupy_cuda_major_vs_driver(healthy):
 def test_nvcc_vs_runtime_and_driver(healthy):
     assert levels(check_nvcc(healthy)) == ["PASS"]
     f = check_nvcc(replace(healthy, nvcc_version="11.8", nvcc_path="/usr/bin/nvcc"))[0]
-    assert f.level == "WARN" and "11.8" in f.message and "/usr/local/cuda-12.8/bin" in (f.hint or "")  # the matching toolkit
+    assert (
+        f.level == "WARN" and "11.8" in f.message and "/usr/local/cuda-12.8/bin" in (f.hint or "")
+    )  # the matching toolkit
     newer = replace(healthy, nvcc_version="12.9", cuda_toolkits=("/usr/local/cuda-12.9",))
     assert levels(check_nvcc(newer)) == ["WARN"]
     assert levels(check_nvcc(replace(healthy, nvcc_path=None))) == ["SKIP"]

@@ -131,3 +131,12 @@ def test_fingerprint_with_gpus(fake_nvml):
 def test_fingerprint_without_gpus(no_nvml):
     fp = machine_fingerprint()
     assert fp["gpu_count"] == 0 and fp["driver_version"] is None
+
+
+def test_package_exports_the_functions_even_after_the_submodule_is_imported():
+    import gpukit.hardware
+    import gpukit.hardware.inventory
+    from gpukit.hardware import inventory as inv_fn
+
+    assert callable(inv_fn) and callable(gpukit.hardware.machine_fingerprint)
+    assert gpukit.hardware.__all__ == sorted(gpukit.hardware.__all__)
