@@ -193,5 +193,7 @@ def _framework_row(f: dict[str, Any]) -> tuple[str, ...]:
         sees, note = "no", f"import fails: {f['error']}"
     else:
         sees = f"yes ({f['device_count']})" if f["sees_gpu"] else "no"
-        note = d.get("gpu_error") or ""
+        note = (
+            f"{f['failed_stage']} fails: {f['error']}" if f["error"] else ("test kernel ran" if f["kernel_ok"] else "")
+        )
     return (f["name"], render.fmt(f["version"]), build, sees, note)

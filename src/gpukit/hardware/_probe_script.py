@@ -31,6 +31,7 @@ def _torch(out: dict[str, Any]) -> None:
         out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else v
     except Exception:
         out["nccl"] = None
+    out["stage"] = "gpu_query"
     out["sees_gpu"] = bool(torch.cuda.is_available())
     out["device_count"] = torch.cuda.device_count() if out["sees_gpu"] else 0
     devices = []
@@ -47,9 +48,17 @@ def _torch(out: dict[str, Any]) -> None:
             }
         )
     out["devices"] = devices
+    if devices:
+        out["stage"] = "kernel"  # one small matmul: proves kernels for this GPU's architecture are in the build
+        x = torch.ones(64, 64, device="cuda")
+        if float((x @ x).sum().item()) != 64.0**3:
+            raise RuntimeError("a 64x64 matmul of ones gave the wrong sum")
+        out["kernel_ok"] = True
 
 
 def _numba(out: dict[str, Any]) -> None:
+    import importlib
+
     import numba
     from numba import cuda
 
@@ -60,10 +69,29 @@ def _numba(out: dict[str, Any]) -> None:
         out["numba_cuda"] = getattr(numba_cuda, "__version__", None)
     except ImportError:
         out["numba_cuda"] = None
+    # `from numba import cuda` is lazy: the kernel lowering (and with it numba-cuda's numpy use, e.g. np.row_stack)
+    # loads at the first @cuda.jit compile. Load it now, so a broken pairing shows here and not in the user's code.
+    out["stage"] = "kernel"
+    importlib.import_module(cuda.__name__ + ".cudaimpl")
+    out["stage"] = "gpu_query"
     out["sees_gpu"] = bool(cuda.is_available())
     out["device_count"] = len(cuda.gpus) if out["sees_gpu"] else 0
     if out["sees_gpu"]:
         out["cuda_runtime"] = ".".join(map(str, cuda.runtime.get_version()))
+        out["stage"] = "kernel"
+        import numpy as np
+
+        @cuda.jit
+        def _add_one(a):  # type: ignore[no-untyped-def]
+            i = cuda.grid(1)
+            if i < a.size:
+                a[i] += 1
+
+        a = cuda.to_device(np.zeros(32, dtype=np.float32))
+        _add_one[1, 32](a)
+        if float(a.copy_to_host().sum()) != 32.0:
+            raise RuntimeError("a 32-thread test kernel did not add 1 to every element")
+        out["kernel_ok"] = True
 
 
 def _cupy(out: dict[str, Any]) -> None:
@@ -72,13 +100,15 @@ def _cupy(out: dict[str, Any]) -> None:
     out["version"] = cupy.__version__
     rt = cupy.cuda.runtime
     out["cuda_runtime"] = _cuda_str(rt.runtimeGetVersion())
-    try:
-        out["cuda_driver"] = _cuda_str(rt.driverGetVersion())
-        out["device_count"] = rt.getDeviceCount()
-    except Exception as exc:
-        out["device_count"] = 0
-        out["gpu_error"] = f"{type(exc).__name__}: {exc}"
+    out["stage"] = "gpu_query"
+    out["cuda_driver"] = _cuda_str(rt.driverGetVersion())
+    out["device_count"] = rt.getDeviceCount()
     out["sees_gpu"] = out["device_count"] > 0
+    if out["sees_gpu"]:
+        out["stage"] = "kernel"  # an elementwise kernel compiled by NVRTC: catches NVRTC / driver mismatches
+        if int(cupy.arange(32, dtype=cupy.float32).sum().item()) != 496:
+            raise RuntimeError("cupy.arange(32).sum() != 496")
+        out["kernel_ok"] = True
 
 
 def _cuda_str(v: int) -> str | None:
@@ -89,19 +119,17 @@ def _triton(out: dict[str, Any]) -> None:
     import triton
 
     out["version"] = triton.__version__
-    try:
-        target = triton.runtime.driver.active.get_current_target()
-        out["target"] = f"{target.backend}:{target.arch}"
-        out["sees_gpu"] = target.backend in ("cuda", "hip")
-    except Exception as exc:
-        out["sees_gpu"] = False
-        out["gpu_error"] = f"{type(exc).__name__}: {exc}"
+    out["stage"] = "gpu_query"
+    target = triton.runtime.driver.active.get_current_target()
+    out["target"] = f"{target.backend}:{target.arch}"
+    out["sees_gpu"] = target.backend in ("cuda", "hip")
 
 
 def _jax(out: dict[str, Any]) -> None:
     import jax
 
     out["version"] = jax.__version__
+    out["stage"] = "gpu_query"
     gpus = [d for d in jax.devices() if d.platform in ("gpu", "cuda", "rocm")]
     out["sees_gpu"] = bool(gpus)
     out["device_count"] = len(gpus)
@@ -111,6 +139,7 @@ def _tensorflow(out: dict[str, Any]) -> None:
     import tensorflow as tf
 
     out["version"] = tf.__version__
+    out["stage"] = "gpu_query"
     gpus = tf.config.list_physical_devices("GPU")
     out["sees_gpu"] = bool(gpus)
     out["device_count"] = len(gpus)
@@ -123,6 +152,7 @@ def _paddle(out: dict[str, Any]) -> None:
     import paddle
 
     out["version"] = paddle.__version__
+    out["stage"] = "gpu_query"
     n = paddle.device.cuda.device_count() if paddle.device.is_compiled_with_cuda() else 0
     out["sees_gpu"] = n > 0
     out["device_count"] = n
@@ -132,6 +162,7 @@ def _mxnet(out: dict[str, Any]) -> None:
     import mxnet
 
     out["version"] = mxnet.__version__
+    out["stage"] = "gpu_query"
     n = mxnet.context.num_gpus()
     out["sees_gpu"] = n > 0
     out["device_count"] = n
@@ -191,17 +222,21 @@ def _culprit(exc: BaseException) -> dict[str, Any] | None:
 
 
 def main(name: str) -> None:
-    out: dict[str, Any] = {"name": name, "importable": False, "sees_gpu": None}
+    # stage: how far the probe got — "import", then "gpu_query" (asking for devices), then "kernel" (running one)
+    out: dict[str, Any] = {"name": name, "importable": False, "sees_gpu": None, "stage": "import"}
     start = time.perf_counter()
     try:
         PROBES[name](out)
         out["importable"] = True
+        out["failed_stage"] = None
     except BaseException as exc:  # a probe must always answer
         out["error"] = f"{type(exc).__name__}: {exc}".strip()[:800]
         out["culprit"] = _culprit(exc)
-        if "version" in out:
-            out["importable"] = True  # imported; asking for the GPU failed
+        out["failed_stage"] = out["stage"]
+        out["importable"] = out["stage"] != "import"
+        if out["stage"] == "gpu_query":
             out["sees_gpu"] = False
+    out.pop("stage")
     try:
         import numpy
 

@@ -135,8 +135,9 @@ _NP_ATTR = (re.compile(r"numpy' has no attribute '(\w+)'"), re.compile(r"`?np\.(
 
 
 def diagnose_import_error(p: FrameworkProbe) -> tuple[str, str]:
-    """(message, hint) for a framework that cannot be imported, naming the cause and the versions involved."""
+    """(message, hint) for a framework that cannot be imported or cannot run a kernel, naming cause and versions."""
     error = p.error or "unknown error"
+    doing = "running a test kernel fails" if p.failed_stage == "kernel" else "cannot be imported"
     culprit = p.culprit or {}
     where = f" at {culprit.get('file')}:{culprit.get('line')}" if culprit.get("file") else ""
     attr = next((m.group(1) for rx in _NP_ATTR if (m := rx.search(error))), None)
@@ -154,19 +155,19 @@ def diagnose_import_error(p: FrameworkProbe) -> tuple[str, str]:
         np_t = parse_version(p.numpy_version)
         pin = f"numpy<{np_t[0]}.{np_t[1]}" if np_t and len(np_t) > 1 else "numpy<2.5"
         return (
-            f"{p.name} cannot be imported: {dist} {version} calls np.{attr}, which numpy {np_v} no longer has{where}",
+            f"{p.name} {doing}: {dist} {version} calls np.{attr}, which numpy {np_v} no longer has{where}",
             f'pip install "{pin}"  (or upgrade {dist} to a release that supports numpy {np_v})',
         )
     if "libcud" in error or "libnv" in error or ".so" in error:
         return (
-            f"{p.name} {p.version or ''} cannot load a CUDA library: {error}{where}",
+            f"{p.name} {p.version or ''} {doing}: a CUDA library does not load: {error}{where}",
             "install the CUDA libraries this build expects (the pip nvidia-* wheels or the toolkit) or add their "
             "lib64 directory to LD_LIBRARY_PATH",
         )
     return (
-        f"{p.name} {p.version or ''} cannot be imported: {error}{where}",
-        f"run `python -c 'import {p.name}'` for the full traceback; reinstall with `pip install --force-reinstall "
-        f"{p.distribution or p.name}`",
+        f"{p.name} {p.version or ''} {doing}: {error}{where}",
+        f"run `python -c 'import {p.name}'` (and a small kernel) for the full traceback; reinstall with "
+        f"`pip install --force-reinstall {p.distribution or p.name}`",
     )
 
 
@@ -177,11 +178,12 @@ def _framework_finding(f: Facts, p: FrameworkProbe) -> Finding:
         return _f(check, "SKIP", f"{label} installed; import not probed")
     if p.timed_out:
         return _f(check, "FAIL", f"{label}: {p.error}", f"run `python -c 'import {p.name}'` to see where it hangs")
-    if not p.importable:
+    if not p.importable or p.failed_stage == "kernel":
         message, hint = diagnose_import_error(p)
         return _f(check, "FAIL", message, hint)
     if p.sees_gpu:
-        return _f(check, "PASS", f"{label} sees {p.device_count if p.device_count is not None else 'the'} GPU(s)")
+        ran = ", test kernel ran" if p.kernel_ok else ""
+        return _f(check, "PASS", f"{label} sees {p.device_count if p.device_count is not None else 'the'} GPU(s){ran}")
     if not f.gpus:
         return _f(check, "PASS", f"{label} imports; no usable GPU here to see")
     why = p.details.get("gpu_error") or p.error or "no device reported"

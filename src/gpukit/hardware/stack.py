@@ -60,6 +60,8 @@ class FrameworkProbe:
     sees_gpu: bool | None = None
     device_count: int | None = None
     error: str | None = None  # "AttributeError: module 'numpy' has no attribute 'row_stack'"
+    failed_stage: str | None = None  # where it failed: "import", "gpu_query" (asking for devices) or "kernel"
+    kernel_ok: bool | None = None  # a tiny test kernel ran and gave the right answer (numba, cupy, torch)
     culprit: dict[str, Any] | None = None  # innermost failing frame outside numpy: file, line, code
     numpy_version: str | None = None  # the numpy the probe's interpreter imported
     timed_out: bool = False
@@ -195,7 +197,18 @@ def probe_framework(name: str, timeout_s: float = DEFAULT_PROBE_TIMEOUT_S) -> Fr
     return _merge(base, data)
 
 
-_TOP_LEVEL = {"name", "version", "importable", "sees_gpu", "device_count", "error", "culprit", "numpy_version"}
+_TOP_LEVEL = {
+    "name",
+    "version",
+    "importable",
+    "sees_gpu",
+    "device_count",
+    "error",
+    "failed_stage",
+    "kernel_ok",
+    "culprit",
+    "numpy_version",
+}
 
 
 def _merge(base: FrameworkProbe, data: dict[str, Any], timed_out: bool = False) -> FrameworkProbe:
@@ -211,6 +224,9 @@ def _merge(base: FrameworkProbe, data: dict[str, Any], timed_out: bool = False) 
         sees_gpu=data.get("sees_gpu"),
         device_count=data.get("device_count"),
         error=data.get("error"),
+        failed_stage=data.get("failed_stage")
+        or ("import" if data.get("error") and not data.get("importable") else None),
+        kernel_ok=data.get("kernel_ok"),
         culprit=data.get("culprit"),
         numpy_version=data.get("numpy_version"),
         timed_out=timed_out,

@@ -28,38 +28,39 @@ def fake_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_numba_cuda_numpy_25_clash_is_diagnosed_end_to_end(fake_site: Path):
-    # numpy 2.5 without np.row_stack, and a numba-cuda 0.30.4 whose import touches it: the reference H200 machine.
-    write(
-        fake_site,
-        "numpy/__init__.py",
-        (
-            "__version__ = '2.5.2'\n"
-            "def __getattr__(name):\n"
-            "    raise AttributeError(f\"module 'numpy' has no attribute '{name}'\")\n"
-        ),
+    # The reference H200: `from numba import cuda` works, but the kernel lowering it loads at the first @cuda.jit
+    # compile (numba_cuda/numba/cuda/np/arrayobj.py) calls np.row_stack, which numpy 2.5 removed.
+    numpy_25 = (
+        "__version__ = '2.5.2'\n"
+        "def __getattr__(name):\n"
+        "    raise AttributeError(f\"module 'numpy' has no attribute '{name}'\")\n"
     )
-    # (numba.cuda is bound eagerly: the real numba-cuda installs an import redirector for the name "numba.cuda")
-    write(fake_site, "numba/__init__.py", "__version__ = '0.61.2'\nimport numba_cuda.devicearray as cuda\n")
+    write(fake_site, "numpy/__init__.py", numpy_25)
+    # (imports importlib.util first: the real numba-cuda's import redirector for "numba.cuda" assumes it is loaded)
+    write(fake_site, "numba/__init__.py", "import importlib.util\n\n__version__ = '0.61.2'\n")
+    write(fake_site, "numba/cuda/__init__.py", "def is_available():\n    return False\n")
+    write(fake_site, "numba/cuda/cudaimpl.py", "import numba_cuda.arrayobj\n")
     write(fake_site, "numba_cuda/__init__.py", "__version__ = '0.30.4'\n")
-    write(fake_site, "numba_cuda/devicearray.py", "import numpy as np\n\n_stack = np.row_stack\n")
-    write(
-        fake_site, "numba_cuda-0.30.4.dist-info/METADATA", "Metadata-Version: 2.1\nName: numba-cuda\nVersion: 0.30.4\n"
-    )
+    write(fake_site, "numba_cuda/arrayobj.py", "import numpy as np\n\noverload = np.row_stack\n")
+    metadata = "Metadata-Version: 2.1\nName: numba-cuda\nVersion: 0.30.4\n"
+    write(fake_site, "numba_cuda-0.30.4.dist-info/METADATA", metadata)
     write(fake_site, "numba_cuda-0.30.4.dist-info/top_level.txt", "numba_cuda\n")
 
     probe = stack.probe_framework("numba", timeout_s=60)
-    assert probe.probed and probe.importable is False
+    assert probe.probed and probe.importable is True and probe.failed_stage == "kernel"
     assert probe.error == "AttributeError: module 'numpy' has no attribute 'row_stack'"
     assert probe.numpy_version == "2.5.2"
     assert probe.culprit is not None
     assert probe.culprit["distribution"] == "numba-cuda" and probe.culprit["distribution_version"] == "0.30.4"
-    assert probe.culprit["file"].endswith("devicearray.py") and probe.culprit["line"] == 3
+    assert probe.culprit["file"].endswith("arrayobj.py") and probe.culprit["line"] == 3
 
     gpus = (GpuInfo(0, "NVIDIA H200"),)
     finding = check_frameworks(Facts(gpus=gpus, frameworks=(probe,)))[0]
-    assert finding.level == "FAIL"
+    assert finding.level == "FAIL" and "kernel" in finding.message
     assert "numba-cuda 0.30.4" in finding.message and "numpy 2.5.2" in finding.message
     assert 'pip install "numpy<2.5"' in (finding.hint or "")
+    # no GPU at all: still a FAIL, the pairing is broken whatever the hardware
+    assert check_frameworks(Facts(frameworks=(probe,)))[0].level == "FAIL"
 
 
 def test_hanging_import_times_out(fake_site: Path):
@@ -81,6 +82,7 @@ def test_gpu_query_failure_after_import_is_not_an_import_failure(fake_site: Path
     write(fake_site, "jax/__init__.py", "__version__ = '0.7.0'\ndef devices():\n    raise RuntimeError('no CUDA')\n")
     probe = stack.probe_framework("jax", timeout_s=30)
     assert probe.importable is True and probe.sees_gpu is False and "no CUDA" in (probe.error or "")
+    assert probe.failed_stage == "gpu_query"
 
 
 def test_probes_run_concurrently(fake_site: Path, monkeypatch: pytest.MonkeyPatch):

@@ -71,6 +71,8 @@ FRAMEWORK_KEYS = {
     "importable",
     "sees_gpu",
     "device_count",
+    "failed_stage",
+    "kernel_ok",
     "error",
     "culprit",
     "numpy_version",
