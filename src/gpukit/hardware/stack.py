@@ -174,7 +174,14 @@ def probe_framework(name: str, timeout_s: float = DEFAULT_PROBE_TIMEOUT_S) -> Fr
     base = _base(name)
     if not base.installed:
         return base
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
+    # jax and tensorflow grab most of the GPU memory when they start unless told not to
+    env = dict(
+        os.environ,
+        TF_CPP_MIN_LOG_LEVEL="3",
+        PYTHONUNBUFFERED="1",
+        XLA_PYTHON_CLIENT_PREALLOCATE="false",
+        TF_FORCE_GPU_ALLOW_GROWTH="true",
+    )
     start = time.perf_counter()
     try:
         proc = subprocess.run(
