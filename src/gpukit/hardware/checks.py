@@ -137,7 +137,7 @@ _NP_ATTR = (re.compile(r"numpy' has no attribute '(\w+)'"), re.compile(r"`?np\.(
 def diagnose_import_error(p: FrameworkProbe) -> tuple[str, str]:
     """(message, hint) for a framework that cannot be imported or cannot run a kernel, naming cause and versions."""
     error = p.error or "unknown error"
-    doing = "running a test kernel fails" if p.failed_stage == "kernel" else "cannot be imported"
+    doing = "imports but cannot compile or run a kernel" if p.failed_stage == "kernel" else "cannot be imported"
     culprit = p.culprit or {}
     where = f" at {culprit.get('file')}:{culprit.get('line')}" if culprit.get("file") else ""
     attr = next((m.group(1) for rx in _NP_ATTR if (m := rx.search(error))), None)

@@ -117,40 +117,72 @@ def _max_mhz() -> float | None:
     return None
 
 
-def read_cpu() -> CpuInfo:
-    """The CPU of this machine; never raises (unknown fields are None)."""
-    import psutil
+def _meminfo() -> tuple[int | None, int | None]:
+    """(total, available) bytes: psutil when installed, else /proc/meminfo."""
+    try:
+        import psutil
 
-    parsed = parse_cpuinfo(_read(Path("/proc/cpuinfo")) or "")
-    flags = parsed["flags"]
-    assert isinstance(flags, set)
-    try:
-        freq = psutil.cpu_freq()
-    except Exception:
-        freq = None
-    total: int | None = None
-    available: int | None = None
-    try:
         vm = psutil.virtual_memory()
-        total, available = int(vm.total), int(vm.available)
+        return int(vm.total), int(vm.available)
+    except Exception:  # psutil missing or failing: read the kernel's numbers
+        pass
+    values: dict[str, int] = {}
+    for line in (_read(Path("/proc/meminfo")) or "").splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("MemTotal", "MemAvailable") and rest.split():
+            values[key] = int(rest.split()[0]) * 1024
+    return values.get("MemTotal"), values.get("MemAvailable")
+
+
+def _physical_cores(parsed_cores: object) -> int | None:
+    try:
+        import psutil
+
+        n = psutil.cpu_count(logical=False)
+        if n:
+            return int(n)
     except Exception:
         pass
+    return parsed_cores if isinstance(parsed_cores, int) else None
+
+
+def _current_mhz(cpuinfo: str) -> float | None:
+    try:
+        import psutil
+
+        freq = psutil.cpu_freq()
+        if freq is not None and freq.current:
+            return float(freq.current)
+    except Exception:
+        pass
+    for line in cpuinfo.splitlines():
+        if line.startswith("cpu MHz"):
+            return float(line.partition(":")[2])
+    return None
+
+
+def read_cpu() -> CpuInfo:
+    """The CPU of this machine; never raises (unknown fields are None). psutil is used when installed."""
+    text = _read(Path("/proc/cpuinfo")) or ""
+    parsed = parse_cpuinfo(text)
+    flags = parsed["flags"]
+    assert isinstance(flags, set)
+    total, available = _meminfo()
     try:
         usable: int | None = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         usable = None
-    max_mhz = _max_mhz() or (float(freq.max) if freq is not None and freq.max else None)
     model = parsed["model"] or platform.processor() or None
     return CpuInfo(
         model=str(model) if model else None,
         vendor=str(parsed["vendor"]) if parsed["vendor"] else None,
         architecture=platform.machine(),
         sockets=parsed["sockets"],  # type: ignore[arg-type]
-        cores=psutil.cpu_count(logical=False) or parsed["cores"],  # type: ignore[arg-type]
-        threads=psutil.cpu_count(logical=True),
+        cores=_physical_cores(parsed["cores"]),
+        threads=os.cpu_count(),
         cpus_usable=usable,
-        clock_current_mhz=float(freq.current) if freq is not None and freq.current else None,
-        clock_max_mhz=max_mhz,
+        clock_current_mhz=_current_mhz(text),
+        clock_max_mhz=_max_mhz(),
         extensions=tuple(name for name, flag in EXTENSION_FLAGS if flag in flags),
         memory_total_bytes=total,
         memory_available_bytes=available,

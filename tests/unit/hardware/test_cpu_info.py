@@ -56,3 +56,14 @@ def test_read_cpu_on_this_machine():
     assert isinstance(d["extensions"], list) and isinstance(d["numa_nodes"], list)
     flags = Path("/proc/cpuinfo").read_text()
     assert ("avx2" in cpu.extensions) == (" avx2" in flags)
+
+
+def test_read_cpu_without_psutil(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "psutil", None)  # import psutil now raises ImportError
+    cpu = read_cpu()
+    assert cpu.threads is not None and cpu.threads >= 1
+    assert cpu.memory_total_bytes and cpu.memory_available_bytes is not None
+    assert cpu.memory_available_bytes <= cpu.memory_total_bytes
+    assert cpu.clock_current_mhz is None or cpu.clock_current_mhz > 0
