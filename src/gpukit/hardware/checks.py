@@ -136,7 +136,8 @@ _NP_ATTR = (re.compile(r"numpy' has no attribute '(\w+)'"), re.compile(r"`?np\.(
 
 def diagnose_import_error(p: FrameworkProbe) -> tuple[str, str]:
     """(message, hint) for a framework that cannot be imported or cannot run a kernel, naming cause and versions."""
-    error = p.error or "unknown error"
+    error = " ".join((p.error or "unknown error").split())
+    error = error if len(error) <= 300 else error[:297] + "..."  # the whole text stays in the probe's JSON
     doing = "imports but cannot compile or run a kernel" if p.failed_stage == "kernel" else "cannot be imported"
     culprit = p.culprit or {}
     where = f" at {culprit.get('file')}:{culprit.get('line')}" if culprit.get("file") else ""
@@ -158,7 +159,7 @@ def diagnose_import_error(p: FrameworkProbe) -> tuple[str, str]:
             f"{p.name} {doing}: {dist} {version} calls np.{attr}, which numpy {np_v} no longer has{where}",
             f'pip install "{pin}"  (or upgrade {dist} to a release that supports numpy {np_v})',
         )
-    if "libcud" in error or "libnv" in error or ".so" in error:
+    if re.search(r"lib(cu|nv|nccl)\w*\.so", error):
         return (
             f"{p.name} {p.version or ''} {doing}: a CUDA library does not load: {error}{where}",
             "install the CUDA libraries this build expects (the pip nvidia-* wheels or the toolkit) or add their "

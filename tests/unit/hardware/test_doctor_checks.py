@@ -328,3 +328,11 @@ def test_parse_version():
     assert parse_version("2.5.2rc1") == (2, 5, 2)
     assert parse_version("2.11.0+cu128") == (2, 11, 0)
     assert parse_version(None) is None and parse_version("n/a") is None
+
+
+def test_long_import_errors_are_cut_in_the_message_not_mislabelled(healthy):
+    numpy_broken = "ImportError: \n\nIMPORTANT: PLEASE READ THIS " + "x" * 2000 + " _multiarray_umath.cpython-312.so"
+    p = numba_probe(importable=False, error=numpy_broken)
+    f = check_frameworks(replace(healthy, frameworks=(p,)))[0]
+    assert f.level == "FAIL" and len(f.message) < 500 and "cannot be imported" in f.message
+    assert "CUDA library" not in f.message  # a .so that is not a CUDA library
