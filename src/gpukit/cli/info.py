@@ -143,7 +143,8 @@ def _print_topology(topo: dict[str, Any], gpus: list[dict[str, Any]]) -> None:
     for i, row in zip(idx, topo["matrix"], strict=False):
         rows.append([f"GPU{i}", *[render.fmt(c) for c in row], render.fmt(topo["numa_affinity"].get(str(i)))])
     cols = ("", *[f"GPU{i}" for i in idx], "NUMA")
-    render.console.print(render.table(cols, rows, title="Topology (as nvidia-smi topo -m)"))
+    render.console.print("[bold]GPU topology[/] (labels as nvidia-smi topo -m)", markup=True)
+    render.console.print(render.table(cols, rows))
     render.console.print("  " + "; ".join(f"{k} = {v}" for k, v in topo["legend"].items()))
 
 
