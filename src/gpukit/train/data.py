@@ -146,6 +146,10 @@ def _make_split(paths: list[str], labels: list[int], size: int, workers: int | N
     return Split(images, np.asarray([labels[i] for i in ok], dtype=np.int64), [paths[i] for i in ok]), skipped
 
 
+def _take(split: Split, idx: list[int]) -> Split:
+    return Split(split.images[idx], split.labels[idx], [split.paths[i] for i in idx])
+
+
 def load_folder(
     root: Path, image_size: int = 64, val_fraction: float = 0.2, seed: int = 0, workers: int | None = None
 ) -> FolderData:
@@ -164,14 +168,15 @@ def load_folder(
     if has_split:
         tr_paths, tr_labels, skipped = _collect(split_root, classes)
         va_paths, va_labels, skipped_val = _collect(root / "val", classes)
-        skipped += skipped_val
-    else:
+        train, bad_train = _make_split(tr_paths, tr_labels, image_size, workers)
+        val, bad_val = _make_split(va_paths, va_labels, image_size, workers)
+        skipped += skipped_val + bad_train + bad_val
+    else:  # decode first, then split what decoded, so a corrupt file does not shrink one side
         paths, labels, skipped = _collect(root, classes)
-        tr_idx, va_idx = _split(labels, val_fraction, seed)
-        tr_paths, tr_labels = [paths[i] for i in tr_idx], [labels[i] for i in tr_idx]
-        va_paths, va_labels = [paths[i] for i in va_idx], [labels[i] for i in va_idx]
-    train, bad_train = _make_split(tr_paths, tr_labels, image_size, workers)
-    val, bad_val = _make_split(va_paths, va_labels, image_size, workers)
+        every, bad = _make_split(paths, labels, image_size, workers)
+        skipped += bad
+        tr_idx, va_idx = _split(every.labels.tolist(), val_fraction, seed)
+        train, val = _take(every, tr_idx), _take(every, va_idx)
     if len(train) == 0:
         raise ConfigError(f"no decodable images under {root}", hint="supported: JPEG, PNG, WebP")
-    return FolderData(classes, train, val, skipped + bad_train + bad_val)
+    return FolderData(classes, train, val, skipped)
