@@ -36,7 +36,7 @@ def test_split_is_seeded(image_folder: Path) -> None:
 
 
 def test_train_val_folders_are_used(tmp_path: Path) -> None:
-    from conftest import make_folder
+    from train_testdata import make_folder
 
     make_folder(tmp_path / "d" / "train", per_class=4, junk=False)
     make_folder(tmp_path / "d" / "val", per_class=2, junk=False, seed=3)
@@ -45,7 +45,7 @@ def test_train_val_folders_are_used(tmp_path: Path) -> None:
 
 
 def test_parallel_decode_matches_serial(tmp_path: Path) -> None:
-    from conftest import make_folder
+    from train_testdata import make_folder
 
     root = make_folder(tmp_path / "d", per_class=300, size=8, junk=True)
     paths = sorted(str(p) for p in root.rglob("*") if p.suffix in (".jpg", ".png"))
