@@ -246,7 +246,7 @@ class _Run:
         loss_sum, hits = self.stepper.read_and_reset()  # host sync: the epoch's work is done when this returns
         epoch_s = time.perf_counter() - t0
         util = sampler.stop()
-        sums = torch.tensor([loss_sum, float(hits)], dtype=torch.float64)
+        sums = torch.tensor([loss_sum, float(hits)], dtype=torch.float64, device=self.device)  # NCCL: device tensors
         distributed.all_reduce_sum(sums, self.info)
         seen = self.steps * self.global_batch
         total_loss, total_hits = sums[0].item() + carried[0], sums[1].item() + carried[1]
@@ -332,7 +332,7 @@ class _Run:
         import torch
 
         loss_sum, hits = self.stepper.read_and_reset()
-        sums = torch.tensor([loss_sum, float(hits)], dtype=torch.float64)
+        sums = torch.tensor([loss_sum, float(hits)], dtype=torch.float64, device=self.device)  # NCCL: device tensors
         distributed.all_reduce_sum(sums, self.info)
         self._save_full(epoch, step, (sums[0].item() + carried[0], int(sums[1].item()) + carried[1], 0))
         self.notes.append(f"stopped by a signal at epoch {epoch + 1}, step {step}; resume with --resume")
