@@ -58,7 +58,9 @@ def generate(root: Path, n: int, size: int = 64) -> float:
     for name in ("cat", "dog"):
         (root / name).mkdir(parents=True, exist_ok=True)
     per_class, chunk = n // 2, 256
-    jobs = [(str(root), label, s, min(chunk, per_class - s), size) for label in (0, 1) for s in range(0, per_class, chunk)]
+    jobs = [
+        (str(root), label, s, min(chunk, per_class - s), size) for label in (0, 1) for s in range(0, per_class, chunk)
+    ]
     with Pool(os.cpu_count()) as pool:
         pool.map(_make_images, jobs)
     return time.perf_counter() - t0
@@ -141,20 +143,34 @@ def gpukit_loop(root: Path, batch: int, epochs: int, out: Path) -> tuple[list[fl
     from gpukit.train.config import TrainConfig
     from gpukit.train.loop import train
 
-    cfg = TrainConfig(data=root, model="seed-cnn", epochs=epochs, batch_size=batch, image_size=64, device="cuda",
-                      val_fraction=0.0, out=out, seed=0)
+    cfg = TrainConfig(
+        data=root,
+        model="seed-cnn",
+        epochs=epochs,
+        batch_size=batch,
+        image_size=64,
+        device="cuda",
+        val_fraction=0.0,
+        out=out,
+        seed=0,
+    )
     result = train(cfg)
-    info = {"amp": result.amp, "cache": result.cache, "cuda_graphs": result.cuda_graphs, "decode_s": result.decode_s,
-            "final_train_accuracy": result.epochs[-1].train_accuracy, "notes": result.notes,
-            "gpu_util_pct": [e.gpu_util_pct for e in result.epochs],
-            "data_wait_s": [e.data_wait_s for e in result.epochs]}
+    info = {
+        "amp": result.amp,
+        "cache": result.cache,
+        "cuda_graphs": result.cuda_graphs,
+        "decode_s": result.decode_s,
+        "final_train_accuracy": result.epochs[-1].train_accuracy,
+        "notes": result.notes,
+        "gpu_util_pct": [e.gpu_util_pct for e in result.epochs],
+        "data_wait_s": [e.data_wait_s for e in result.epochs],
+    }
     return [e.images_per_s for e in result.epochs], info
 
 
 def summarise(rates: list[float]) -> dict:
     measured = rates[1:] if len(rates) > 1 else rates  # from the second epoch
-    return {"images_per_s": statistics.median(measured), "min": min(measured), "max": max(measured),
-            "per_epoch": rates}
+    return {"images_per_s": statistics.median(measured), "min": min(measured), "max": max(measured), "per_epoch": rates}
 
 
 # -- main ---------------------------------------------------------------------------------------------------------
@@ -190,9 +206,13 @@ def main() -> int:
         row["gpukit_over_tuned"] = g / row["tuned"]["images_per_s"]
         row["gpukit_over_synthetic"] = g / row["synthetic"]["images_per_s"]
         results[str(batch)] = row
-        print(f"batch {batch}: " + ", ".join(f"{k} {row[k]['images_per_s']:,.0f}" for k in plan)
-              + f" img/s; gpukit/tuned {row['gpukit_over_tuned']:.2f}×, gpukit/synthetic "
-              f"{row['gpukit_over_synthetic']:.2f} ({time.perf_counter() - t:.0f} s)", flush=True)
+        print(
+            f"batch {batch}: "
+            + ", ".join(f"{k} {row[k]['images_per_s']:,.0f}" for k in plan)
+            + f" img/s; gpukit/tuned {row['gpukit_over_tuned']:.2f}×, gpukit/synthetic "
+            f"{row['gpukit_over_synthetic']:.2f} ({time.perf_counter() - t:.0f} s)",
+            flush=True,
+        )
     checks = {}
     if "256" in results:
         r = results["256"]
@@ -200,10 +220,19 @@ def main() -> int:
         checks["batch256_gpukit_ge_50pct_synthetic"] = r["gpukit_over_synthetic"] >= 0.5
     if "32" in results:
         checks["batch32_gpukit_ge_90pct_synthetic"] = results["32"]["gpukit_over_synthetic"] >= 0.9
-    doc = {"what": "seed-CNN training throughput, 64x64 JPEGs, seed augmentation", "images": n,
-           "gpu": torch.cuda.get_device_name(0), "cpu_cores": os.cpu_count(), "torch": torch.__version__,
-           "python": platform.python_version(), "command": " ".join(sys.argv), "epochs": plan,
-           "results": results, "checks": checks, "date": time.strftime("%Y-%m-%d")}
+    doc = {
+        "what": "seed-CNN training throughput, 64x64 JPEGs, seed augmentation",
+        "images": n,
+        "gpu": torch.cuda.get_device_name(0),
+        "cpu_cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "command": " ".join(sys.argv),
+        "epochs": plan,
+        "results": results,
+        "checks": checks,
+        "date": time.strftime("%Y-%m-%d"),
+    }
     (args.out / "train_throughput.json").write_text(json.dumps(doc, indent=2))
     (args.out / "train_throughput.md").write_text(markdown(doc))
     print(markdown(doc))
@@ -211,18 +240,34 @@ def main() -> int:
 
 
 def markdown(doc: dict) -> str:
-    lines = [f"# Seed-CNN training throughput — {doc['gpu']}, {doc['cpu_cores']} CPU cores, {doc['date']}", "",
-             f"{doc['images']} JPEGs 64×64, seed augmentation; torch {doc['torch']}, Python {doc['python']}.",
-             f"Command: `{doc['command']}`. images/s: median of whole epochs from the second on.", "",
-             "| batch | plain | tuned | synthetic | gpukit | gpukit / tuned | gpukit / synthetic |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"# Seed-CNN training throughput — {doc['gpu']}, {doc['cpu_cores']} CPU cores, {doc['date']}",
+        "",
+        f"{doc['images']} JPEGs 64×64, seed augmentation; torch {doc['torch']}, Python {doc['python']}.",
+        f"Command: `{doc['command']}`. images/s: median of whole epochs from the second on.",
+        "",
+        "| batch | plain | tuned | synthetic | gpukit | gpukit / tuned | gpukit / synthetic |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for batch, r in doc["results"].items():
-        lines.append(f"| {batch} | " + " | ".join(f"{r[k]['images_per_s']:,.0f}" for k in ("plain", "tuned",
-                     "synthetic", "gpukit")) + f" | {r['gpukit_over_tuned']:.2f}× | {r['gpukit_over_synthetic']:.0%} |")
-    lines += ["", "gpukit settings: " + "; ".join(f"batch {b}: amp {r['gpukit']['amp']}, cache {r['gpukit']['cache']}, "
-              f"CUDA graphs {r['gpukit']['cuda_graphs']}, decode {r['gpukit']['decode_s']:.1f} s, final train acc "
-              f"{r['gpukit']['final_train_accuracy']:.3f}" for b, r in doc["results"].items()), "",
-              "Checks: " + ", ".join(f"{k}: {'PASS' if v else 'FAIL'}" for k, v in doc["checks"].items()), ""]
+        lines.append(
+            f"| {batch} | "
+            + " | ".join(f"{r[k]['images_per_s']:,.0f}" for k in ("plain", "tuned", "synthetic", "gpukit"))
+            + f" | {r['gpukit_over_tuned']:.2f}× | {r['gpukit_over_synthetic']:.0%} |"
+        )
+    lines += [
+        "",
+        "gpukit settings: "
+        + "; ".join(
+            f"batch {b}: amp {r['gpukit']['amp']}, cache {r['gpukit']['cache']}, "
+            f"CUDA graphs {r['gpukit']['cuda_graphs']}, decode {r['gpukit']['decode_s']:.1f} s, final train acc "
+            f"{r['gpukit']['final_train_accuracy']:.3f}"
+            for b, r in doc["results"].items()
+        ),
+        "",
+        "Checks: " + ", ".join(f"{k}: {'PASS' if v else 'FAIL'}" for k, v in doc["checks"].items()),
+        "",
+    ]
     return "\n".join(lines)
 
 

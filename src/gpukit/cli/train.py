@@ -146,7 +146,9 @@ def _predict_command(
         writer.writerow(["path", "label", "probability"])
         writer.writerows([r.path, r.label, f"{r.probability:.6f}"] for r in rows)
     else:
-        table = render.table(["path", "label", "probability"], [(r.path, r.label, f"{r.probability:.4f}") for r in rows])
+        table = render.table(
+            ["path", "label", "probability"], [(r.path, r.label, f"{r.probability:.4f}") for r in rows]
+        )
         render.console.print(table)
     for path, reason in skipped:
         render.err_console.print(f"skipped {path}: {reason}")

@@ -135,7 +135,7 @@ def _split(labels: list[int], val_fraction: float, seed: int) -> tuple[list[int]
     for label in np.unique(arr):
         members = np.flatnonzero(arr == label)
         rng.shuffle(members)
-        n_val = int(round(len(members) * val_fraction)) if len(members) > 1 else 0
+        n_val = round(len(members) * val_fraction) if len(members) > 1 else 0
         val += members[:n_val].tolist()
         train += members[n_val:].tolist()
     return sorted(train), sorted(val)

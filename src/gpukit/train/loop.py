@@ -68,8 +68,15 @@ class _Run:
         workers = cfg.workers or max(1, min(16, (_cpu_count() // max(1, _local_world()))))
         self.data: FolderData = load_folder(cfg.data, cfg.image_size, cfg.val_fraction, cfg.seed, workers)
         self.decode_s = time.perf_counter() - t0
-        self.emit({"kind": "data", "train": len(self.data.train), "val": len(self.data.val),
-                   "skipped": self.data.skipped_count, "decode_s": self.decode_s})
+        self.emit(
+            {
+                "kind": "data",
+                "train": len(self.data.train),
+                "val": len(self.data.val),
+                "skipped": self.data.skipped_count,
+                "decode_s": self.decode_s,
+            }
+        )
         self.run_dir = self._run_dir()
         if info.is_main:
             outputs.write_json(self.run_dir / "settings.json", {**cfg.to_dict(), "world_size": info.world_size})
@@ -237,8 +244,15 @@ class _Run:
         for step in range(start_step, self.steps):
             self.stepper.step()
             if (step + 1) % self.cfg.log_every == 0:
-                self.emit({"kind": "step", "epoch": epoch + 1, "step": step + 1, "steps": self.steps,
-                           "images_per_s": (step + 1 - start_step) * self.global_batch / (time.perf_counter() - t0)})
+                self.emit(
+                    {
+                        "kind": "step",
+                        "epoch": epoch + 1,
+                        "step": step + 1,
+                        "steps": self.steps,
+                        "images_per_s": (step + 1 - start_step) * self.global_batch / (time.perf_counter() - t0),
+                    }
+                )
             if self._should_stop(step):
                 self._save_interrupted(epoch, step + 1, carried)
                 sampler.stop()
@@ -342,8 +356,14 @@ class _Run:
         if not self.info.is_main:
             return
         weights = {k: v for k, v in self.net.state_dict().items()}
-        meta = {"model": self.cfg.model, "image_size": self.cfg.image_size, "classes": self.data.classes,
-                "epoch": epochs_done, "val_accuracy": metrics.val_accuracy, "train_accuracy": metrics.train_accuracy}
+        meta = {
+            "model": self.cfg.model,
+            "image_size": self.cfg.image_size,
+            "classes": self.data.classes,
+            "epoch": epochs_done,
+            "val_accuracy": metrics.val_accuracy,
+            "train_accuracy": metrics.train_accuracy,
+        }
         checkpoint.save(self.run_dir, "last", weights, meta)
         best = max((m.val_accuracy or m.train_accuracy for m in self.history), default=0.0)
         if (metrics.val_accuracy or metrics.train_accuracy) >= best:

@@ -51,7 +51,7 @@ def test_parallel_decode_matches_serial(tmp_path: Path) -> None:
     paths = sorted(str(p) for p in root.rglob("*") if p.suffix in (".jpg", ".png"))
     images, ok, skipped = decode_paths(paths, 8, workers=2)  # 602 files: worker processes
     assert len(ok) == 600 and [Path(p).name for p, _ in skipped] == ["truncated.jpg", "corrupt.jpg"]
-    serial, ok1, _ = decode_paths(paths[:100], 8, workers=1)
+    serial, _ok1, _ = decode_paths(paths[:100], 8, workers=1)
     n = sum(1 for i in ok if i < 100)
     np.testing.assert_array_equal(images[:n], serial)
 
@@ -82,8 +82,8 @@ def test_flip_mirrors_and_parameters_stay_in_keras_ranges() -> None:
     torch.testing.assert_close(out[~flipped], x[~flipped].float() / 255, atol=1e-5, rtol=0)
     wide = draw_thetas(2000, AugmentConfig(shear_deg=20.0, zoom=0.2, hflip=False), g)
     zoom_rows = wide[:, 1, 1]
-    assert 0.8 <= zoom_rows.min() and zoom_rows.max() <= 1.2 and zoom_rows.std() > 0.1
+    assert zoom_rows.min() >= 0.8 and zoom_rows.max() <= 1.2 and zoom_rows.std() > 0.1
     shear = torch.atan2(-wide[:, 1, 0], wide[:, 0, 0])  # theta00 = cos(s)·zc, theta10 = -sin(s)·zc
     assert shear.abs().max() <= math.radians(20) + 1e-6 and shear.abs().max() > math.radians(19)
     zoom_cols = torch.hypot(wide[:, 0, 0], wide[:, 1, 0])
-    assert 0.8 - 1e-6 <= zoom_cols.min() and zoom_cols.max() <= 1.2 + 1e-6
+    assert zoom_cols.min() >= 0.8 - 1e-6 and zoom_cols.max() <= 1.2 + 1e-6
