@@ -49,13 +49,9 @@ class _Progress:
                                  speed=f"{event['images_per_s']:,.0f} img/s")  # fmt: skip
         elif kind == "epoch":
             self.stop()
-            m = event["metrics"]
-            val = f"val loss {m.val_loss:.4f} acc {m.val_accuracy:.3f}" if m.val_accuracy is not None else "no val"
-            util = f"{m.gpu_util_pct:.0f}%" if m.gpu_util_pct is not None else render.NA
-            render.err_console.print(
-                f"epoch {m.epoch}: loss {m.train_loss:.4f} acc {m.train_accuracy:.3f}, {val}; "
-                f"{m.images_per_s:,.0f} img/s, data wait {render.fmt_seconds(m.data_wait_s)}, GPU {util}"
-            )
+            from gpukit.train.outputs import epoch_line
+
+            render.err_console.print(epoch_line(event["metrics"]))
 
     def stop(self) -> None:
         if self.task is not None:

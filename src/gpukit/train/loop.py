@@ -350,6 +350,8 @@ class _Run:
         distributed.all_reduce_sum(sums, self.info)
         self._save_full(epoch, step, (sums[0].item() + carried[0], int(sums[1].item()) + carried[1], 0))
         self.notes.append(f"stopped by a signal at epoch {epoch + 1}, step {step}; resume with --resume")
+        if self.info.is_main:
+            outputs.append_log(self.run_dir / "train.log", self.notes[-1])
 
     def _save_epoch(self, epochs_done: int, metrics: EpochMetrics) -> None:
         self._save_full(epochs_done, 0, (0.0, 0, 0))
@@ -369,6 +371,7 @@ class _Run:
         if (metrics.val_accuracy or metrics.train_accuracy) >= best:
             checkpoint.save(self.run_dir, "best", weights, meta)
         outputs.write_metrics_csv(self.run_dir / "metrics.csv", self.history)
+        outputs.append_log(self.run_dir / "train.log", outputs.epoch_line(metrics))
 
     def _write_summary(self) -> None:
         outputs.write_metrics_csv(self.run_dir / "metrics.csv", self.history)

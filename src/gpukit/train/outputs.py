@@ -11,9 +11,24 @@ from typing import Any
 from gpukit.train.checkpoint import atomic_write_bytes
 from gpukit.train.config import EpochMetrics, TrainResult
 
-__all__ = ["write_curve", "write_json", "write_metrics_csv"]
+__all__ = ["append_log", "epoch_line", "write_curve", "write_json", "write_metrics_csv"]
 
 METRIC_FIELDS = list(EpochMetrics.__dataclass_fields__)
+
+
+def epoch_line(m: EpochMetrics) -> str:
+    """One human-readable line per epoch: the numbers the progress bar shows, kept in train.log."""
+    val = f"val loss {m.val_loss:.4f} acc {m.val_accuracy:.4f}" if m.val_accuracy is not None else "no val"
+    util = f"{m.gpu_util_pct:.0f}%" if m.gpu_util_pct is not None else "n/a"
+    return (
+        f"epoch {m.epoch}: loss {m.train_loss:.4f} acc {m.train_accuracy:.4f}, {val}; {m.images_per_s:,.0f} img/s "
+        f"over {m.epoch_s:.2f} s, data wait {m.data_wait_s:.3f} s, GPU {util}"
+    )
+
+
+def append_log(path: Path, line: str) -> None:
+    with path.open("a") as f:
+        f.write(line.rstrip("\n") + "\n")
 
 
 def write_json(path: Path, obj: Any) -> None:

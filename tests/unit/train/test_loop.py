@@ -45,6 +45,22 @@ def test_trains_to_high_accuracy_and_writes_the_run_folder(image_folder: Path, t
     assert json.loads((run / "summary.json").read_text())["best_val_accuracy"] == 1.0
     assert (run / "curve.png").read_bytes()[:4] == b"\x89PNG"
     assert len(checkpoint.list_checkpoints(run / "checkpoints")) == 3
+    log = (run / "train.log").read_text().splitlines()
+    assert len(log) == 3 and "img/s" in log[0] and "data wait" in log[0] and "GPU n/a" in log[0]
+
+
+def test_three_classes_use_softmax_and_predict_reports_every_class(tmp_path: Path) -> None:
+    from train_testdata import make_folder
+
+    from gpukit.train.predict import predict
+
+    data = make_folder(tmp_path / "d", per_class=16, junk=False, three=True)
+    result = train(_cfg(data, tmp_path / "run", epochs=4))
+    assert result.classes == ["blue", "green", "red"] and result.epochs[-1].val_accuracy >= 0.9
+    rows, skipped = predict(tmp_path / "run", [data / "green"], device="cpu")
+    assert not skipped and len(rows) == 16 and set(rows[0].scores) == {"blue", "green", "red"}
+    assert sum(r.label == "green" for r in rows) >= 14
+    assert sum(rows[0].scores.values()) == pytest.approx(1.0, abs=1e-5)
 
 
 def test_same_seed_same_weights_other_seed_differs(image_folder: Path, tmp_path: Path) -> None:

@@ -7,12 +7,15 @@ from pathlib import Path
 import numpy as np
 
 
-def make_folder(root: Path, per_class: int = 24, size: int = 16, seed: int = 0, junk: bool = True) -> Path:
+def make_folder(
+    root: Path, per_class: int = 24, size: int = 16, seed: int = 0, junk: bool = True, three: bool = False
+) -> Path:
     """``root/red/*.png|jpg`` and ``root/blue/*``; with ``junk``, a corrupt .jpg, a truncated .jpg and a .txt."""
     from PIL import Image
 
     rng = np.random.default_rng(seed)
-    for name, channel in (("blue", 2), ("red", 0)):
+    kinds = [("blue", 2), ("red", 0)] + ([("green", 1)] if three else [])
+    for name, channel in kinds:
         folder = root / name
         folder.mkdir(parents=True, exist_ok=True)
         for i in range(per_class):
