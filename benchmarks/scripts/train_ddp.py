@@ -7,7 +7,7 @@ Generates 20,480 128×128 JPEGs (two learnable classes), then runs the same comm
 once as one process and once under `torchrun --standalone --nproc_per_node=2` (batch 512 per GPU, so the global
 batch doubles: weak scaling, the usual way to read DDP throughput). Both runs use the eager step (DDP does not use
 the CUDA graph), so the ratio compares like with like. images/s: median of epochs 2…8, summed over ranks.
-Writes train_ddp.json and .md into --out; exit 1 when the ratio is under 1.8.
+Writes train_ddp_<gpu>_<date>.json and .md into --out; exit 1 when the ratio is under 1.8.
 """
 
 from __future__ import annotations
@@ -101,16 +101,22 @@ def main() -> int:
         "check_ratio_ge_1_8": ratio >= 1.8,
         "date": time.strftime("%Y-%m-%d"),
     }
-    (args.out / "train_ddp.json").write_text(json.dumps(doc, indent=2))
+    (args.out / f"train_ddp_{_slug(doc)}.json").write_text(json.dumps(doc, indent=2))
     md = (
         f"# DDP scaling of gpukit train — {doc['gpu']}, {doc['date']}\n\n{doc['what']}; torch {doc['torch']}.\n"
         f"Command: `{doc['command']}`\n\n| GPUs | img/s (median, epochs 2+) |\n| ---: | ---: |\n"
         f"| 1 | {one['images_per_s']:,.0f} |\n| 2 | {two['images_per_s']:,.0f} |\n\n"
         f"Ratio {ratio:.2f}× (check ≥ 1.8: {'PASS' if ratio >= 1.8 else 'FAIL'})\n"
     )
-    (args.out / "train_ddp.md").write_text(md)
+    (args.out / f"train_ddp_{_slug(doc)}.md").write_text(md)
     print(md)
     return 0 if ratio >= 1.8 else 1
+
+
+def _slug(doc: dict) -> str:
+    """File stem part per benchmarks/ naming: <what>_<hardware>_<yyyy-mm-dd>."""
+    gpu = "-".join(doc["gpu"].lower().replace("nvidia", "nvidia ").split())
+    return f"{gpu}_{doc['date']}"
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@
    - gpukit:    gpukit.train (decoded uint8 set on the GPU, augmentation on the GPU, bf16, CUDA graph)
    Every loop runs fp32 eager unless noted; images/s come from whole epochs, the first one left out (warm-up,
    worker start, cuDNN autotuning, graph capture), median over the epochs measured.
-3. Prints a table with the ratios and writes train_throughput.json and .md into --out.
+3. Prints a table with the ratios and writes train_throughput_<gpu>_<date>.json and .md into --out.
 """
 
 from __future__ import annotations
@@ -233,8 +233,8 @@ def main() -> int:
         "checks": checks,
         "date": time.strftime("%Y-%m-%d"),
     }
-    (args.out / "train_throughput.json").write_text(json.dumps(doc, indent=2))
-    (args.out / "train_throughput.md").write_text(markdown(doc))
+    (args.out / f"train_throughput_{_slug(doc)}.json").write_text(json.dumps(doc, indent=2))
+    (args.out / f"train_throughput_{_slug(doc)}.md").write_text(markdown(doc))
     print(markdown(doc))
     return 0 if all(checks.values()) else 1
 
@@ -269,6 +269,12 @@ def markdown(doc: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _slug(doc: dict) -> str:
+    """File stem part per benchmarks/ naming: <what>_<hardware>_<yyyy-mm-dd>."""
+    gpu = "-".join(doc["gpu"].lower().replace("nvidia", "nvidia ").split())
+    return f"{gpu}_{doc['date']}"
 
 
 if __name__ == "__main__":

@@ -58,6 +58,8 @@ def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, torch.Tenso
 
 def restore_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor]) -> None:
     """Copy saved state into the optimizer, in place where state already exists (CUDA graphs keep addresses)."""
+    import torch
+
     params = [p for group in optimizer.param_groups for p in group["params"]]
     for i, p in enumerate(params):
         prefix = f"optim.{i}."
@@ -68,9 +70,12 @@ def restore_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch
         for key, value in saved.items():
             if key in state and hasattr(state[key], "copy_"):
                 state[key].copy_(value)
+            elif value.shape == p.shape:
+                # empty_like keeps the parameter's memory layout (channels-last): fused Adam walks both flat
+                state[key] = torch.empty_like(p, dtype=value.dtype).copy_(value)
             else:
                 # fused/capturable Adam keeps `step` on the parameter's device; plain Adam on the CPU
-                device = p.device if key != "step" or value.dim() > 0 or _step_on_device(optimizer) else "cpu"
+                device = p.device if _step_on_device(optimizer) else torch.device("cpu")
                 state[key] = value.to(device)
 
 

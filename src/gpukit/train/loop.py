@@ -113,6 +113,8 @@ class _Run:
         if cfg.channels_last:
             self.net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         amp = cfg.amp
+        if amp == "fp16" and not cuda:
+            raise ConfigError("--amp fp16 needs a GPU (its loss scaler is CUDA's)", hint="use --amp bf16 or off")
         if amp == "auto":
             amp = "bf16" if cuda and torch.cuda.is_bf16_supported() else "off"
         self.amp = amp
