@@ -154,7 +154,13 @@ def gpukit_loop(root: Path, batch: int, epochs: int, out: Path) -> tuple[list[fl
         out=out,
         seed=0,
     )
-    result = train(cfg)
+    import torch
+
+    flags = (torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        result = train(cfg)
+    finally:  # gpukit turns on cuDNN autotuning and TF32; the reference loops keep torch's defaults
+        torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
     info = {
         "amp": result.amp,
         "cache": result.cache,
