@@ -64,6 +64,7 @@ class _Run:
             torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick its fastest kernels once
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
+        self.run_dir = self._run_dir()  # before the decode: a bad --resume/--out fails at once
         t0 = time.perf_counter()
         workers = cfg.workers or max(1, min(16, (_cpu_count() // max(1, _local_world()))))
         self.data: FolderData = load_folder(cfg.data, cfg.image_size, cfg.val_fraction, cfg.seed, workers)
@@ -77,7 +78,6 @@ class _Run:
                 "decode_s": self.decode_s,
             }
         )
-        self.run_dir = self._run_dir()
         if info.is_main:
             outputs.write_json(self.run_dir / "settings.json", {**cfg.to_dict(), "world_size": info.world_size})
         self._setup_model()

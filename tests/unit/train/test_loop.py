@@ -130,3 +130,15 @@ def test_bad_settings_are_config_errors(image_folder: Path, tmp_path: Path) -> N
         train(_cfg(image_folder, tmp_path / "r", model="vgg"))
     with pytest.raises(ConfigError):
         train(_cfg(image_folder, None, resume=True))  # type: ignore[arg-type]
+
+
+def test_pretrained_weights_from_a_local_file_keep_all_but_the_head(tmp_path: Path) -> None:
+    from train_testdata import make_folder
+
+    two = make_folder(tmp_path / "two", per_class=8, junk=False)
+    three = make_folder(tmp_path / "three", per_class=8, junk=False, three=True)
+    train(_cfg(two, tmp_path / "a", epochs=1))
+    result = train(_cfg(three, tmp_path / "b", epochs=1, weights=tmp_path / "a" / "last.safetensors"))
+    assert any("loaded 4 of 6 tensors" in n for n in result.notes)  # conv + dense 128 kept; the head is new
+    with pytest.raises(ConfigError, match="does not exist"):
+        train(_cfg(two, tmp_path / "c", weights=tmp_path / "nope.safetensors"))
