@@ -151,35 +151,51 @@ class Stepper:
 
         if warmup + 1 > self.steps:
             raise RuntimeError("too few steps per epoch for a CUDA graph")
-        model_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-        params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        opt_state = {id(p): {k: v.clone() for k, v in self.optimizer.state.get(p, {}).items()} for p in params}
-        start = int(self.counter.item())
+        snapshot = self.snapshot()
         try:
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(warmup):
-                    self.counter.fill_(0)
-                    self.optimizer.zero_grad(set_to_none=True)
-                    self._body()
+            with torch.cuda.stream(side):  # warm-up off the default stream, as CUDA graph capture wants
+                self.warm_up(warmup)
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            self.optimizer.zero_grad(set_to_none=True)
+            self.optimizer.zero_grad(set_to_none=True)  # grads are then allocated inside the graph's pool
             with torch.cuda.graph(graph):
                 self._body()
             self.graph = graph
         finally:
-            # put back the state from before the warm-up, in place (the graph holds these addresses)
-            with torch.no_grad():
-                self.model.load_state_dict(model_state)
-                for p in params:
-                    saved = opt_state[id(p)]
-                    for key, value in self.optimizer.state.get(p, {}).items():
-                        if key in saved:
-                            value.copy_(saved[key])
-                        else:
-                            value.zero_()  # state the warm-up created: zero is Adam's fresh state (step 0)
-            self.counter.fill_(start)
-            self.loss_sum.zero_()
-            self.hits.zero_()
+            self.restore(snapshot)
+
+    def warm_up(self, steps: int) -> None:
+        """Run ``steps`` real steps on the epoch's first batch (cuDNN autotuning, lazy optimizer state)."""
+        for _ in range(steps):
+            self.counter.fill_(0)
+            self.optimizer.zero_grad(set_to_none=True)
+            self._body()
+
+    def snapshot(self) -> dict[str, Any]:
+        """Copies of everything a step changes: weights and buffers, optimizer state, counter."""
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        return {
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            "optim": [{k: v.clone() for k, v in self.optimizer.state.get(p, {}).items()} for p in params],
+            "counter": int(self.counter.item()),
+        }
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Put a snapshot back *in place* (a captured graph holds these addresses)."""
+        import torch
+
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        with torch.no_grad():
+            self.model.load_state_dict(snapshot["model"])
+            for p, saved in zip(params, snapshot["optim"], strict=True):
+                for key, value in self.optimizer.state.get(p, {}).items():
+                    if key in saved:
+                        value.copy_(saved[key])
+                    else:
+                        value.zero_()  # state the warm-up created: zero is Adam's fresh state (step 0)
+        self.counter.fill_(snapshot["counter"])
+        self.host_step = snapshot["counter"]
+        self.loss_sum.zero_()
+        self.hits.zero_()

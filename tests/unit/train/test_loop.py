@@ -142,3 +142,35 @@ def test_pretrained_weights_from_a_local_file_keep_all_but_the_head(tmp_path: Pa
     assert any("loaded 4 of 6 tensors" in n for n in result.notes)  # conv + dense 128 kept; the head is new
     with pytest.raises(ConfigError, match="does not exist"):
         train(_cfg(two, tmp_path / "c", weights=tmp_path / "nope.safetensors"))
+
+
+def test_graph_warm_up_is_undone_exactly(image_folder: Path) -> None:
+    """CUDA-graph capture runs warm-up steps first; snapshot/restore must leave no trace of them (CPU stand-in)."""
+    from gpukit.train.augment import AugmentConfig
+    from gpukit.train.data import load_folder
+    from gpukit.train.models import seed_cnn
+    from gpukit.train.step import Stepper
+
+    data = load_folder(image_folder, 16, 0.0)
+    images, labels = torch.from_numpy(data.train.images), torch.from_numpy(data.train.labels)
+    perm, theta = epoch_plan(0, 0, len(labels), 5, 8, AugmentConfig())
+
+    def fresh(warm: bool) -> Stepper:
+        torch.manual_seed(0)
+        net = seed_cnn(16)
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+        stepper = Stepper(net, opt, images, labels, 5, 8, torch.device("cpu"), None, False)
+        stepper.load_epoch(perm, theta, 1)
+        if warm:
+            snap = stepper.snapshot()
+            stepper.warm_up(3)
+            assert stepper.optimizer.state  # the warm-up really changed things
+            stepper.restore(snap)
+        for _ in range(4):
+            stepper.step()
+        return stepper
+
+    a, b = fresh(True), fresh(False)
+    for (ka, va), (kb, vb) in zip(a.model.state_dict().items(), b.model.state_dict().items(), strict=True):
+        assert ka == kb and torch.equal(va, vb)
+    assert a.read_and_reset() == b.read_and_reset()
