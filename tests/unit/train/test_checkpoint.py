@@ -18,7 +18,7 @@ def _save(folder: Path, epoch: int) -> None:
 def test_round_trip_and_newest_first(tmp_path: Path) -> None:
     for epoch in (1, 2, 10):
         _save(tmp_path, epoch)
-    assert [p.name for p in checkpoint.list_checkpoints(tmp_path)][0] == "ckpt-e00010-s0000000.json"
+    assert next(p.name for p in checkpoint.list_checkpoints(tmp_path)) == "ckpt-e00010-s0000000.json"
     tensors, state, skipped = checkpoint.latest_good(tmp_path)  # type: ignore[misc]
     assert state["epoch"] == 10 and not skipped and torch.equal(tensors["model.w"], torch.full((3, 2), 10.0))
 
@@ -35,7 +35,7 @@ def test_latest_good_walks_back_past_damage(tmp_path: Path, damage: str) -> None
     else:
         blob = newest.with_suffix(".safetensors").read_bytes()
         newest.with_suffix(".safetensors").write_bytes(blob[:-8])
-    tensors, state, skipped = checkpoint.latest_good(tmp_path)  # type: ignore[misc]
+    _tensors, state, skipped = checkpoint.latest_good(tmp_path)  # type: ignore[misc]
     assert state["epoch"] == 1 and len(skipped) == 1 and "ckpt-e00002" in skipped[0]
     with pytest.raises(TrainError):
         checkpoint.load(newest)
