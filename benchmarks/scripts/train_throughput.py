@@ -219,7 +219,8 @@ def main() -> int:
             f"{row['gpukit_over_synthetic']:.2f} ({time.perf_counter() - t:.0f} s)",
             flush=True,
         )
-    checks = {}
+    # correctness gates performance: gpukit's figure counts only if that run learned the (easy) task
+    checks = {f"batch{b}_gpukit_learned": r["gpukit"]["final_train_accuracy"] >= 0.9 for b, r in results.items()}
     if "256" in results:
         r = results["256"]
         checks["batch256_gpukit_ge_4x_tuned"] = r["gpukit_over_tuned"] >= 4
