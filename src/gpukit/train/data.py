@@ -146,6 +146,21 @@ def _make_split(paths: list[str], labels: list[int], size: int, workers: int | N
     return Split(images, np.asarray([labels[i] for i in ok], dtype=np.int64), [paths[i] for i in ok]), skipped
 
 
+def _check_memory(root: Path, size: int) -> None:
+    """The decoded set must fit in host RAM (it is built there first): refuse early rather than be OOM-killed."""
+    import psutil
+
+    files = sum(1 for p in root.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+    need = files * 3 * size * size
+    available = psutil.virtual_memory().available
+    if need > 0.8 * available:
+        raise ConfigError(
+            f"decoding {files} images at {size}×{size} needs {need / 2**30:.1f} GiB of RAM; "
+            f"{available / 2**30:.1f} GiB is free",
+            hint="lower --image-size or train on a subset (streaming from disk is not implemented)",
+        )
+
+
 def _take(split: Split, idx: list[int]) -> Split:
     return Split(split.images[idx], split.labels[idx], [split.paths[i] for i in idx])
 
@@ -165,6 +180,7 @@ def load_folder(
             f"{root} has {len(classes)} class folder(s); at least 2 are needed",
             hint="put each class's images in its own sub-folder, e.g. DATA/cat/*.jpg and DATA/dog/*.jpg",
         )
+    _check_memory(root, image_size)
     if has_split:
         tr_paths, tr_labels, skipped = _collect(split_root, classes)
         va_paths, va_labels, skipped_val = _collect(root / "val", classes)

@@ -87,3 +87,14 @@ def test_flip_mirrors_and_parameters_stay_in_keras_ranges() -> None:
     assert shear.abs().max() <= math.radians(20) + 1e-6 and shear.abs().max() > math.radians(19)
     zoom_cols = torch.hypot(wide[:, 0, 0], wide[:, 1, 0])
     assert zoom_cols.min() >= 0.8 - 1e-6 and zoom_cols.max() <= 1.2 + 1e-6
+
+
+def test_a_set_too_big_for_ram_is_refused_before_decoding(image_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import psutil
+
+    class Tiny:
+        available = 1000
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Tiny())
+    with pytest.raises(ConfigError, match="needs 0.0 GiB of RAM"):
+        load_folder(image_folder, 16)
