@@ -96,5 +96,5 @@ def test_a_set_too_big_for_ram_is_refused_before_decoding(image_folder: Path, mo
         available = 1000
 
     monkeypatch.setattr(psutil, "virtual_memory", lambda: Tiny())
-    with pytest.raises(ConfigError, match="needs 0.0 GiB of RAM"):
+    with pytest.raises(ConfigError, match=r"needs 0\.0 GiB of RAM"):
         load_folder(image_folder, 16)
