@@ -25,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 from multiprocessing import Pool
 from pathlib import Path
 
@@ -168,10 +169,32 @@ def gpukit_loop(root: Path, batch: int, epochs: int, out: Path) -> tuple[list[fl
         "decode_s": result.decode_s,
         "final_train_accuracy": result.epochs[-1].train_accuracy,
         "notes": result.notes,
-        "gpu_util_pct": [e.gpu_util_pct for e in result.epochs],
+        "gpu_util_pct": [None if e.gpu_util_pct is None else round(e.gpu_util_pct) for e in result.epochs],
         "data_wait_s": [e.data_wait_s for e in result.epochs],
     }
     return [e.images_per_s for e in result.epochs], info
+
+
+def gpukit_summary(root: Path, batch: int, epochs: int, out: Path) -> dict:
+    rates, info = gpukit_loop(root, batch, epochs, out)
+    return {**summarise(rates), **info}
+
+
+def measure(fn) -> dict:
+    """Run one measurement; a failure is recorded (and shown) instead of ending the whole benchmark."""
+    try:
+        return fn()
+    except Exception as exc:
+        traceback.print_exc()
+        return {"images_per_s": None, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def num(value: float | None, spec: str = ",.0f") -> str:
+    return "n/a" if value is None else format(value, spec)
 
 
 def summarise(rates: list[float]) -> dict:
@@ -201,32 +224,34 @@ def main() -> int:
     results: dict = {}
     plan = {"plain": 2, "tuned": 4, "synthetic": 4, "gpukit": 6}  # epochs per loop (the first is not measured)
     for batch in args.batches:
-        row: dict = {}
         t = time.perf_counter()
-        row["plain"] = summarise(loader_loop(root, batch, plan["plain"], tuned=False))
-        row["tuned"] = summarise(loader_loop(root, batch, plan["tuned"], tuned=True))
-        row["synthetic"] = summarise(synthetic_loop(n, batch, plan["synthetic"]))
-        rates, info = gpukit_loop(root, batch, plan["gpukit"], tmp / f"run-{batch}")
-        row["gpukit"] = {**summarise(rates), **info}
+        row: dict = {
+            "plain": measure(lambda b=batch: summarise(loader_loop(root, b, plan["plain"], tuned=False))),
+            "tuned": measure(lambda b=batch: summarise(loader_loop(root, b, plan["tuned"], tuned=True))),
+            "synthetic": measure(lambda b=batch: summarise(synthetic_loop(n, b, plan["synthetic"]))),
+            "gpukit": measure(lambda b=batch: gpukit_summary(root, b, plan["gpukit"], tmp / f"run-{b}")),
+        }
         g = row["gpukit"]["images_per_s"]
-        row["gpukit_over_tuned"] = g / row["tuned"]["images_per_s"]
-        row["gpukit_over_synthetic"] = g / row["synthetic"]["images_per_s"]
+        row["gpukit_over_tuned"] = ratio(g, row["tuned"]["images_per_s"])
+        row["gpukit_over_synthetic"] = ratio(g, row["synthetic"]["images_per_s"])
         results[str(batch)] = row
         print(
             f"batch {batch}: "
-            + ", ".join(f"{k} {row[k]['images_per_s']:,.0f}" for k in plan)
-            + f" img/s; gpukit/tuned {row['gpukit_over_tuned']:.2f}×, gpukit/synthetic "
-            f"{row['gpukit_over_synthetic']:.2f} ({time.perf_counter() - t:.0f} s)",
+            + ", ".join(f"{k} {num(row[k]['images_per_s'])}" for k in plan)
+            + f" img/s; gpukit/tuned {num(row['gpukit_over_tuned'], '.2f')}×, gpukit/synthetic "
+            f"{num(row['gpukit_over_synthetic'], '.2f')} ({time.perf_counter() - t:.0f} s)",
             flush=True,
         )
     # correctness gates performance: gpukit's figure counts only if that run learned the (easy) task
-    checks = {f"batch{b}_gpukit_learned": r["gpukit"]["final_train_accuracy"] >= 0.9 for b, r in results.items()}
+    checks = {
+        f"batch{b}_gpukit_learned": (r["gpukit"].get("final_train_accuracy") or 0) >= 0.9 for b, r in results.items()
+    }
     if "256" in results:
         r = results["256"]
-        checks["batch256_gpukit_ge_4x_tuned"] = r["gpukit_over_tuned"] >= 4
-        checks["batch256_gpukit_ge_50pct_synthetic"] = r["gpukit_over_synthetic"] >= 0.5
+        checks["batch256_gpukit_ge_4x_tuned"] = (r["gpukit_over_tuned"] or 0) >= 4
+        checks["batch256_gpukit_ge_50pct_synthetic"] = (r["gpukit_over_synthetic"] or 0) >= 0.5
     if "32" in results:
-        checks["batch32_gpukit_ge_90pct_synthetic"] = results["32"]["gpukit_over_synthetic"] >= 0.9
+        checks["batch32_gpukit_ge_90pct_synthetic"] = (results["32"]["gpukit_over_synthetic"] or 0) >= 0.9
     doc = {
         "what": "seed-CNN training throughput, 64x64 JPEGs, seed augmentation",
         "images": n,
@@ -259,18 +284,22 @@ def markdown(doc: dict) -> str:
     for batch, r in doc["results"].items():
         lines.append(
             f"| {batch} | "
-            + " | ".join(f"{r[k]['images_per_s']:,.0f}" for k in ("plain", "tuned", "synthetic", "gpukit"))
-            + f" | {r['gpukit_over_tuned']:.2f}× | {r['gpukit_over_synthetic']:.0%} |"
+            + " | ".join(num(r[k]["images_per_s"]) for k in ("plain", "tuned", "synthetic", "gpukit"))
+            + f" | {num(r['gpukit_over_tuned'], '.2f')}× | {num(r['gpukit_over_synthetic'], '.0%')} |"
         )
+    lines.append("")
+    for b, r in doc["results"].items():
+        g = r["gpukit"]
+        if "amp" in g:
+            lines.append(
+                f"gpukit at batch {b}: amp {g['amp']}, cache {g['cache']}, CUDA graphs {g['cuda_graphs']}, decode "
+                f"{g['decode_s']:.1f} s, final train accuracy {g['final_train_accuracy']:.3f}, GPU utilisation "
+                f"{g['gpu_util_pct']}; notes: {g['notes'] or 'none'}"
+            )
+        errors = {k: r[k]["error"] for k in ("plain", "tuned", "synthetic", "gpukit") if "error" in r[k]}
+        if errors:
+            lines.append(f"errors at batch {b}: {errors}")
     lines += [
-        "",
-        "gpukit settings: "
-        + "; ".join(
-            f"batch {b}: amp {r['gpukit']['amp']}, cache {r['gpukit']['cache']}, "
-            f"CUDA graphs {r['gpukit']['cuda_graphs']}, decode {r['gpukit']['decode_s']:.1f} s, final train acc "
-            f"{r['gpukit']['final_train_accuracy']:.3f}"
-            for b, r in doc["results"].items()
-        ),
         "",
         "Checks: " + ", ".join(f"{k}: {'PASS' if v else 'FAIL'}" for k, v in doc["checks"].items()),
         "",
