@@ -81,21 +81,23 @@ def decode_paths(
     workers = workers or min(os.cpu_count() or 1, 16)
     chunk = max(64, len(paths) // (workers * 8) + 1)
     jobs = [(list(paths[i : i + chunk]), size) for i in range(0, len(paths), chunk)]
-    if len(paths) < _SERIAL_BELOW or workers <= 1:
-        results = [_decode_chunk(job) for job in jobs]
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = list(pool.map(_decode_chunk, jobs))
-    arrays: list[np.ndarray] = []
+    images = np.empty((len(paths), 3, size, size), np.uint8)  # filled in place: no second copy of the set
+    count = 0
     ok: list[int] = []
     skipped: list[tuple[str, str]] = []
-    for j, (stacked, good, bad) in enumerate(results):
-        base = j * chunk
-        arrays.append(stacked)
-        ok += [base + i for i in good]
-        skipped += [(paths[base + i], reason) for i, reason in bad]
-    images = np.concatenate(arrays) if arrays else np.zeros((0, 3, size, size), np.uint8)
-    return images, ok, skipped
+    pool = ProcessPoolExecutor(max_workers=workers) if len(paths) >= _SERIAL_BELOW and workers > 1 else None
+    try:
+        results = pool.map(_decode_chunk, jobs) if pool else map(_decode_chunk, jobs)
+        for j, (stacked, good, bad) in enumerate(results):  # chunks arrive in order, each freed after its copy
+            base = j * chunk
+            images[count : count + len(stacked)] = stacked
+            count += len(stacked)
+            ok += [base + i for i in good]
+            skipped += [(paths[base + i], reason) for i, reason in bad]
+    finally:
+        if pool:
+            pool.shutdown()
+    return images[:count], ok, skipped
 
 
 def scan_images(root: Path) -> tuple[list[str], list[str]]:
@@ -153,7 +155,7 @@ def _check_memory(root: Path, size: int) -> None:
     files = sum(1 for p in root.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
     need = files * 3 * size * size
     available = psutil.virtual_memory().available
-    if need > 0.8 * available:
+    if 2 * need > 0.8 * available:  # the set, plus one copy while the split is taken
         raise ConfigError(
             f"decoding {files} images at {size}×{size} needs {need / 2**30:.1f} GiB of RAM; "
             f"{available / 2**30:.1f} GiB is free",
@@ -162,6 +164,8 @@ def _check_memory(root: Path, size: int) -> None:
 
 
 def _take(split: Split, idx: list[int]) -> Split:
+    if len(idx) == len(split):  # the whole set (no validation share): no copy
+        return split
     return Split(split.images[idx], split.labels[idx], [split.paths[i] for i in idx])
 
 
