@@ -126,7 +126,7 @@ def _predict_command(
     inputs: list[Path] = typer.Argument(..., help="Images or folders of images."),
     device: str = typer.Option("auto", "--device", help="cpu, cuda or auto."),
     batch_size: int = typer.Option(256, "--batch-size", help="Images per forward pass."),
-    as_json: bool = typer.Option(False, "--json", help="JSON rows: path, label, probability, scores."),
+    as_json: bool = typer.Option(False, "--json", help="A JSON list of rows: path, label, probability, scores."),
     as_csv: bool = typer.Option(False, "--csv", help="CSV rows: path, label, probability."),
 ) -> int:
     """Label every image with the trained model (two classes: ≥ 0.5 → the second class, as in the seed)."""
@@ -136,7 +136,7 @@ def _predict_command(
         raise ConfigError("choose one of --json and --csv")
     rows, skipped = predict(model, inputs, device=device, batch_size=batch_size)
     if as_json:
-        render.print_json({"predictions": rows, "skipped": [{"path": p, "reason": r} for p, r in skipped]})
+        render.print_json(rows)  # a list of rows: path, label, probability, scores; skipped files go to stderr
     elif as_csv:
         writer = csv.writer(sys.stdout)
         writer.writerow(["path", "label", "probability"])
