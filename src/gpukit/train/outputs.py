@@ -61,7 +61,10 @@ def write_curve(path: Path, result: TrainResult) -> None:
         ax_acc.plot([v[0] for v in val], [v[2] for v in val], marker="o", label="validation")
     ax_loss.set(xlabel="epoch", ylabel="loss", title="loss")
     ax_acc.set(xlabel="epoch", ylabel="accuracy", title="accuracy", ylim=(0, 1.02))
+    from matplotlib.ticker import MaxNLocator
+
     for ax in (ax_loss, ax_acc):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers
         ax.grid(alpha=0.3)
         ax.legend()
     fig.suptitle(f"{result.model} on {result.device} × {result.world_size}")
