@@ -45,8 +45,12 @@ class _Progress:
             if self.task is None:
                 self.progress.start()
                 self.task = self.progress.add_task("", total=event["steps"], speed="")
-            self.progress.update(self.task, completed=event["step"], description=f"epoch {event['epoch']}",
-                                 speed=f"{event['images_per_s']:,.0f} img/s")  # fmt: skip
+            util = event["gpu_util_pct"]
+            speed = (
+                f"{event['images_per_s']:,.0f} img/s, data wait {render.fmt_seconds(event['data_wait_s'])}, "
+                f"GPU {render.NA if util is None else f'{util:.0f}%'}"
+            )
+            self.progress.update(self.task, completed=event["step"], description=f"epoch {event['epoch']}", speed=speed)
         elif kind == "epoch":
             self.stop()
             from gpukit.train.outputs import epoch_line

@@ -253,6 +253,8 @@ class _Run:
                         "step": step + 1,
                         "steps": self.steps,
                         "images_per_s": (step + 1 - start_step) * self.global_batch / (time.perf_counter() - t0),
+                        "data_wait_s": self.stepper.data_wait_s,
+                        "gpu_util_pct": sampler.mean(),
                     }
                 )
             if self._should_stop(step):

@@ -49,6 +49,11 @@ class UtilSampler:
         self._thread = threading.Thread(target=self._run, name="gpukit-util", daemon=True)
         self._thread.start()
 
+    def mean(self) -> float | None:
+        """Mean of the samples so far (the progress bar shows it live)."""
+        samples = list(self._samples)
+        return sum(samples) / len(samples) if samples else None
+
     def stop(self) -> float | None:
         if self._thread is None:
             return None
