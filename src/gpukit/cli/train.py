@@ -1,9 +1,183 @@
-"""`gpukit train` — filled in by its issue."""
+"""`gpukit train`, `gpukit predict`, `gpukit export`: the cats-vs-dogs classifier, for any folder of images."""
 
 from __future__ import annotations
 
+import csv
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from gpukit.cli import render
+from gpukit.errors import ConfigError
+
+MODEL_HELP = "seed-cnn (the article's network), resnet18 (default), resnet34, resnet50."
+
+
+def _is_main_rank() -> bool:
+    return os.environ.get("RANK", "0") == "0"
+
+
+class _Progress:
+    """Draws the epoch bar from the library's events (rank 0 only); images/s, data wait and GPU use per epoch."""
+
+    def __init__(self, quiet: bool) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.quiet = quiet or not _is_main_rank()
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[speed]}"), TimeElapsedColumn(),
+                                 console=render.err_console, transient=True)  # fmt: skip
+        self.task: Any = None
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if self.quiet:
+            return
+        kind = event["kind"]
+        if kind == "data":
+            render.err_console.print(
+                f"data: {event['train']} train, {event['val']} val images; {event['skipped']} files skipped; "
+                f"decoded in {render.fmt_seconds(event['decode_s'])}"
+            )
+        elif kind == "step":
+            if self.task is None:
+                self.progress.start()
+                self.task = self.progress.add_task("", total=event["steps"], speed="")
+            util = event["gpu_util_pct"]
+            speed = (
+                f"{event['images_per_s']:,.0f} img/s, data wait {render.fmt_seconds(event['data_wait_s'])}, "
+                f"GPU {render.NA if util is None else f'{util:.0f}%'}"
+            )
+            self.progress.update(self.task, completed=event["step"], description=f"epoch {event['epoch']}", speed=speed)
+        elif kind == "epoch":
+            self.stop()
+            from gpukit.train.outputs import epoch_line
+
+            render.err_console.print(epoch_line(event["metrics"]))
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.progress.stop()
+            self.task = None
+
+
+def _train_command(
+    data: Path = typer.Argument(..., help="Folder with one sub-folder per class (or train/ and val/ inside it)."),
+    model: str = typer.Option("resnet18", "--model", help=MODEL_HELP),
+    epochs: int = typer.Option(25, "--epochs", help="Epochs (the seed's 25)."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Images per step per process (global = × processes)."),
+    image_size: int = typer.Option(64, "--image-size", help="Images are resized to S×S (the seed's 64)."),
+    lr: float = typer.Option(1e-3, "--lr", help="Adam learning rate."),
+    device: str = typer.Option("auto", "--device", help="cpu, cuda or auto."),
+    seed: int = typer.Option(0, "--seed", help="Seed for the split, initialisation, order and augmentation."),
+    out: Path | None = typer.Option(None, "--out", help="Run folder (default runs/MODEL-TIME)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last good checkpoint."),
+    val_fraction: float = typer.Option(0.2, "--val-fraction", help="Held-out share when there is no val/ folder."),
+    workers: int | None = typer.Option(None, "--workers", help="Decode processes (default: CPU cores)."),
+    cache: str = typer.Option("auto", "--cache", help="Decoded images on the gpu, or pinned on the cpu; auto."),
+    amp: str = typer.Option("auto", "--amp", help="bf16, fp16, off; auto = bf16 on a GPU that has it."),
+    compile_: bool = typer.Option(False, "--compile", help="torch.compile the model."),
+    cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs", help="Replay the step as a CUDA graph."),
+    channels_last: bool = typer.Option(True, "--channels-last/--no-channels-last", help="NHWC memory layout."),
+    weights: Path | None = typer.Option(None, "--weights", help="Local pretrained weights (safetensors / .pt)."),
+    augment: bool = typer.Option(True, "--augment/--no-augment", help="The seed's shear, zoom and flip."),
+    shear_deg: float = typer.Option(0.2, "--shear-deg", help="Shear range in degrees (Keras' shear_range=0.2)."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar or epoch lines."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+) -> int:
+    """Train an image classifier on a folder of images (the seed's cats-vs-dogs CNN, or a ResNet)."""
+    from gpukit.train.augment import AugmentConfig
+    from gpukit.train.config import TrainConfig
+    from gpukit.train.loop import train
+
+    cfg = TrainConfig(data=data, model=model, epochs=epochs, batch_size=batch_size, image_size=image_size, lr=lr,
+                      device=device, seed=seed, out=out, resume=resume, val_fraction=val_fraction, workers=workers,
+                      cache=cache, amp=amp, compile=compile_, cuda_graphs=cuda_graphs, channels_last=channels_last,
+                      weights=weights, augment=AugmentConfig(enabled=augment, shear_deg=shear_deg))  # fmt: skip
+    progress = _Progress(quiet or as_json)
+    try:
+        result = train(cfg, on_event=progress)
+    finally:
+        progress.stop()
+    if not _is_main_rank():
+        return 0
+    if as_json:
+        render.print_json(result)
+    else:
+        _print_summary(result)
+    return 130 if result.interrupted else 0
+
+
+def _print_summary(result: Any) -> None:
+    rows = [(m.epoch, f"{m.train_loss:.4f}", f"{m.train_accuracy:.3f}", render.fmt(m.val_loss, ".4f"),
+             render.fmt(m.val_accuracy, ".3f"), f"{m.images_per_s:,.0f}", render.fmt_seconds(m.data_wait_s),
+             render.fmt(m.gpu_util_pct, ".0f", "%")) for m in result.epochs]  # fmt: skip
+    title = (f"{result.model} on {result.device} × {result.world_size}, amp {result.amp}, cache {result.cache}, "
+             f"CUDA graphs {'on' if result.cuda_graphs else 'off'}")  # fmt: skip
+    cols = ["epoch", "loss", "acc", "val loss", "val acc", "img/s", "data wait", "GPU"]
+    render.console.print(render.table(cols, rows, title=title, justify=["right"] * len(cols)))
+    render.console.print(f"run folder: {result.run_dir}  ({result.skipped_files} files skipped)")
+    for note in result.notes:
+        render.console.print(f"note: {note}")
+    if result.interrupted:
+        render.console.print("interrupted: a checkpoint was saved; continue with --resume")
+
+
+def _predict_command(
+    model: Path = typer.Argument(..., help="A run folder, or a checkpoint's .json / .safetensors."),
+    inputs: list[Path] = typer.Argument(..., help="Images or folders of images."),
+    device: str = typer.Option("auto", "--device", help="cpu, cuda or auto."),
+    batch_size: int = typer.Option(256, "--batch-size", help="Images per forward pass."),
+    as_json: bool = typer.Option(False, "--json", help="A JSON list of rows: path, label, probability, scores."),
+    as_csv: bool = typer.Option(False, "--csv", help="CSV rows: path, label, probability."),
+) -> int:
+    """Label every image with the trained model (two classes: ≥ 0.5 → the second class, as in the seed)."""
+    from gpukit.train.predict import predict
+
+    if as_json and as_csv:
+        raise ConfigError("choose one of --json and --csv")
+    rows, skipped = predict(model, inputs, device=device, batch_size=batch_size)
+    if as_json:
+        render.print_json(rows)  # a list of rows: path, label, probability, scores; skipped files go to stderr
+    elif as_csv:
+        writer = csv.writer(sys.stdout)
+        writer.writerow(["path", "label", "probability"])
+        writer.writerows([r.path, r.label, f"{r.probability:.6f}"] for r in rows)
+    else:
+        table = render.table(
+            ["path", "label", "probability"], [(r.path, r.label, f"{r.probability:.4f}") for r in rows]
+        )
+        render.console.print(table)
+    for path, reason in skipped:
+        render.err_console.print(f"skipped {path}: {reason}")
+    return 0 if rows or not skipped else 1
+
+
+def _export_command(
+    model: Path = typer.Argument(..., help="A run folder, or a checkpoint's .json / .safetensors."),
+    onnx: Path = typer.Option(..., "--onnx", help="Write ONNX here; checked against torch with onnxruntime."),
+    opset: int = typer.Option(17, "--opset", help="ONNX opset."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> int:
+    """Export the trained model to ONNX and check it against torch with onnxruntime."""
+    from gpukit.train.export import export_onnx
+
+    result = export_onnx(model, onnx, opset=opset)
+    if as_json:
+        render.print_json(result)
+    else:
+        render.console.print(
+            f"wrote {result.path}: {result.model}, {result.image_size}×{result.image_size}, classes "
+            f"{', '.join(result.classes)}; onnxruntime {result.onnxruntime_version} matches torch on "
+            f"{result.checked_images} images (max |diff| {result.max_abs_diff:.2g} ≤ {result.tolerance:g})"
+        )
+    return 0
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app (none yet)."""
+    """Add `train`, `predict` and `export`."""
+    app.command("train")(_train_command)
+    app.command("predict")(_predict_command)
+    app.command("export")(_export_command)

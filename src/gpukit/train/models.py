@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # torch is an optional extra: import it only where a model is built
     import torch.nn as nn
 
-__all__ = ["seed_cnn", "seed_mlp"]
+__all__ = ["DEFAULT_MODEL", "MODEL_NAMES", "build_model", "seed_cnn", "seed_mlp"]
 
 
 def _outputs(num_classes: int) -> int:
@@ -52,3 +52,21 @@ def seed_mlp(in_features: int = 64, hidden: int = 64, num_classes: int = 2, laye
         width = hidden
     blocks.append(nn.Linear(width, _outputs(num_classes)))
     return nn.Sequential(*blocks)
+
+
+# Architectures `gpukit train --model` accepts. The ResNets are torchvision's, randomly initialised; pretrained
+# weights come only from a local file (`--weights`), never from the network.
+MODEL_NAMES = ("seed-cnn", "resnet18", "resnet34", "resnet50")
+DEFAULT_MODEL = "resnet18"
+
+
+def build_model(name: str, image_size: int = 64, num_classes: int = 2) -> nn.Module:
+    """Build a model by its CLI name; raises ``ValueError`` for an unknown one."""
+    if name == "seed-cnn":
+        return seed_cnn(image_size=image_size, num_classes=num_classes)
+    if name in ("resnet18", "resnet34", "resnet50"):
+        import torchvision.models as tvm
+
+        factory = getattr(tvm, name)
+        return factory(weights=None, num_classes=_outputs(num_classes))  # type: ignore[no-any-return]
+    raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")

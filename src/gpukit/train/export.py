@@ -1,0 +1,87 @@
+"""`gpukit export --onnx`: the trained network as ONNX, checked against torch with onnxruntime.
+
+The exported graph takes ``images`` float32 (N,3,S,S) scaled to [0, 1] (the seed's rescale) and returns
+``probabilities`` (N, classes) — sigmoid folded in for two classes, softmax for more — with a dynamic batch axis.
+The export is a result only when onnxruntime's outputs match torch's on fresh random images.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from gpukit.errors import BackendUnavailable, CheckFailed, TrainError
+
+__all__ = ["ExportResult", "export_onnx"]
+
+TOLERANCE = 1e-4  # max |onnxruntime − torch| on probabilities, fp32 on the CPU
+
+
+@dataclass
+class ExportResult:
+    path: str
+    model: str
+    classes: list[str]
+    image_size: int
+    opset: int
+    checked_images: int
+    max_abs_diff: float
+    tolerance: float
+    onnxruntime_version: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _wrapped(net: Any) -> Any:
+    import torch
+
+    from gpukit.train.predict import probabilities
+
+    class WithProbabilities(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+
+        def forward(self, images: torch.Tensor) -> torch.Tensor:
+            return probabilities(self.net(images))
+
+    return WithProbabilities().eval()
+
+
+def export_onnx(model_path: Path, out: Path, opset: int = 17, check_images: int = 8, seed: int = 0) -> ExportResult:
+    """Export and verify; raises ``CheckFailed`` when onnxruntime disagrees with torch."""
+    import torch
+
+    from gpukit.train.predict import load_model
+
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise BackendUnavailable("onnxruntime is not installed", hint="pip install 'gpukit[export]'") from exc
+    loaded = load_model(model_path, "cpu")
+    module = _wrapped(loaded.net)
+    size = loaded.image_size
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    example = torch.rand(2, 3, size, size)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tracer's warnings about Python branches on static shapes
+            torch.onnx.export(module, (example,), str(out), input_names=["images"], output_names=["probabilities"],
+                              dynamic_axes={"images": {0: "batch"}, "probabilities": {0: "batch"}},
+                              opset_version=opset, dynamo=False)  # fmt: skip
+    except Exception as exc:  # the exporter raises many types
+        raise TrainError(f"ONNX export failed: {type(exc).__name__}: {exc}") from exc
+    x = torch.rand(check_images, 3, size, size, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        want = module(x).numpy()
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    got = session.run(["probabilities"], {"images": x.numpy()})[0]
+    diff = float(abs(got - want).max()) if got.shape == want.shape else float("inf")
+    if not diff <= TOLERANCE:  # NaN fails too
+        raise CheckFailed(f"onnxruntime output differs from torch by {diff:.3g} (> {TOLERANCE})", hint=str(out))
+    return ExportResult(str(out), loaded.model, loaded.classes, size, opset, check_images, diff, TOLERANCE,
+                        ort.__version__)  # fmt: skip

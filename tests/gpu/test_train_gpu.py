@@ -1,0 +1,58 @@
+"""`gpukit train` on a CUDA GPU: the CUDA-graph step trains like the eager one; the host cache path works."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.gpu
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "train"))
+from train_testdata import make_folder  # noqa: E402
+
+from gpukit.train import checkpoint  # noqa: E402
+from gpukit.train.config import TrainConfig  # noqa: E402
+from gpukit.train.loop import train  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_folder(tmp_path_factory.mktemp("g") / "data", per_class=200, size=32)
+
+
+def _run(data: Path, out: Path, **kw: object):  # type: ignore[no-untyped-def]
+    base = dict(model="seed-cnn", epochs=2, batch_size=16, image_size=32, device="cuda", seed=1)
+    return train(TrainConfig(data=data, out=out, **{**base, **kw}))  # type: ignore[arg-type]
+
+
+def test_cuda_graph_step_trains_like_the_eager_step(data: Path, tmp_path: Path) -> None:
+    graphed = _run(data, tmp_path / "g", amp="off")
+    eager = _run(data, tmp_path / "e", amp="off", cuda_graphs=False)
+    assert graphed.cuda_graphs and not eager.cuda_graphs, graphed.notes
+    assert graphed.epochs[-1].val_accuracy == eager.epochs[-1].val_accuracy == 1.0
+    a = checkpoint.load(tmp_path / "g" / "last.json")[0]
+    b = checkpoint.load(tmp_path / "e" / "last.json")[0]
+    for key in a:  # the same steps; only cuDNN's non-deterministic reductions differ
+        torch.testing.assert_close(a[key], b[key], atol=2e-3, rtol=2e-2)
+    assert graphed.epochs[0].train_loss == pytest.approx(eager.epochs[0].train_loss, rel=1e-3)
+
+
+def test_bf16_graph_and_host_cache_paths_learn(data: Path, tmp_path: Path) -> None:
+    fast = _run(data, tmp_path / "f")
+    assert fast.amp == "bf16" and fast.cache == "gpu" and fast.cuda_graphs
+    host = _run(data, tmp_path / "h", cache="cpu")
+    assert host.cache == "cpu" and not host.cuda_graphs and host.epochs[-1].data_wait_s > 0
+    for result in (fast, host):
+        assert result.epochs[-1].val_accuracy >= 0.95
+        assert result.epochs[-1].gpu_util_pct is None or 0 <= result.epochs[-1].gpu_util_pct <= 100
+
+
+def test_resnet18_resume_on_gpu(data: Path, tmp_path: Path) -> None:
+    _run(data, tmp_path / "r", model="resnet18", epochs=1)
+    resumed = _run(data, tmp_path / "r", model="resnet18", epochs=2, resume=True)
+    assert resumed.resumed_from and [e.epoch for e in resumed.epochs] == [1, 2] and resumed.cuda_graphs

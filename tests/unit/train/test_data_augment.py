@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gpukit.errors import ConfigError  # noqa: E402
+from gpukit.train.augment import AugmentConfig, apply_affine, draw_thetas  # noqa: E402
+from gpukit.train.data import decode_paths, load_folder  # noqa: E402
+
+
+def test_load_folder_skips_and_counts_bad_files(image_folder: Path) -> None:
+    data = load_folder(image_folder, image_size=16, val_fraction=0.25, seed=0)
+    assert data.classes == ["blue", "red"]
+    reasons = {Path(p).name: r for p, r in data.skipped}
+    assert set(reasons) == {"corrupt.jpg", "truncated.jpg", "notes.txt"}
+    assert reasons["notes.txt"].startswith("not an image")
+    assert len(data.train) + len(data.val) == 48
+    assert len(data.val) == 12  # 25 % of each class of 24
+    assert data.train.images.shape == (36, 3, 16, 16) and data.train.images.dtype == np.uint8
+    assert np.bincount(data.val.labels).tolist() == [6, 6]  # the split is per class
+    # the red class is red: channel 0 dominates
+    red = data.train.images[data.train.labels == 1].astype(float)
+    assert red[:, 0].mean() > red[:, 2].mean() + 80
+
+
+def test_split_is_seeded(image_folder: Path) -> None:
+    a = load_folder(image_folder, 16, 0.25, seed=1).val.paths
+    b = load_folder(image_folder, 16, 0.25, seed=1).val.paths
+    c = load_folder(image_folder, 16, 0.25, seed=2).val.paths
+    assert a == b and a != c
+
+
+def test_train_val_folders_are_used(tmp_path: Path) -> None:
+    from train_testdata import make_folder
+
+    make_folder(tmp_path / "d" / "train", per_class=4, junk=False)
+    make_folder(tmp_path / "d" / "val", per_class=2, junk=False, seed=3)
+    data = load_folder(tmp_path / "d", 16)
+    assert (len(data.train), len(data.val)) == (8, 4)
+
+
+def test_parallel_decode_matches_serial(tmp_path: Path) -> None:
+    from train_testdata import make_folder
+
+    root = make_folder(tmp_path / "d", per_class=300, size=8, junk=True)
+    paths = sorted(str(p) for p in root.rglob("*") if p.suffix in (".jpg", ".png"))
+    images, ok, skipped = decode_paths(paths, 8, workers=2)  # 602 files: worker processes
+    assert len(ok) == 600 and [Path(p).name for p, _ in skipped] == ["truncated.jpg", "corrupt.jpg"]
+    serial, _ok1, _ = decode_paths(paths[:100], 8, workers=1)
+    n = sum(1 for i in ok if i < 100)
+    np.testing.assert_array_equal(images[:n], serial)
+
+
+def test_missing_or_single_class_folder_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        load_folder(tmp_path / "nope")
+    (tmp_path / "one" / "a").mkdir(parents=True)
+    with pytest.raises(ConfigError):
+        load_folder(tmp_path / "one")
+
+
+def test_identity_theta_returns_the_rescaled_image() -> None:
+    x = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)
+    theta = draw_thetas(2, AugmentConfig(enabled=False), torch.Generator().manual_seed(0))
+    torch.testing.assert_close(apply_affine(x, theta), x.float() / 255, atol=1e-6, rtol=0)
+
+
+def test_flip_mirrors_and_parameters_stay_in_keras_ranges() -> None:
+    g = torch.Generator().manual_seed(0)
+    cfg = AugmentConfig(shear_deg=0.0, zoom=0.0, hflip=True)
+    theta = draw_thetas(64, cfg, g)
+    flipped = theta[:, 0, 0] < 0
+    assert 16 < int(flipped.sum()) < 48  # p = 0.5
+    x = torch.randint(0, 256, (64, 3, 8, 8), dtype=torch.uint8)
+    out = apply_affine(x, theta)
+    torch.testing.assert_close(out[flipped], x[flipped].flip(-1).float() / 255, atol=1e-5, rtol=0)
+    torch.testing.assert_close(out[~flipped], x[~flipped].float() / 255, atol=1e-5, rtol=0)
+    wide = draw_thetas(2000, AugmentConfig(shear_deg=20.0, zoom=0.2, hflip=False), g)
+    zoom_rows = wide[:, 1, 1]
+    assert zoom_rows.min() >= 0.8 and zoom_rows.max() <= 1.2 and zoom_rows.std() > 0.1
+    shear = torch.atan2(-wide[:, 1, 0], wide[:, 0, 0])  # theta00 = cos(s)·zc, theta10 = -sin(s)·zc
+    assert shear.abs().max() <= math.radians(20) + 1e-6 and shear.abs().max() > math.radians(19)
+    zoom_cols = torch.hypot(wide[:, 0, 0], wide[:, 1, 0])
+    assert zoom_cols.min() >= 0.8 - 1e-6 and zoom_cols.max() <= 1.2 + 1e-6
+
+
+def test_a_set_too_big_for_ram_is_refused_before_decoding(image_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import psutil
+
+    class Tiny:
+        available = 1000
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Tiny())
+    with pytest.raises(ConfigError, match=r"needs 0\.0 GiB of RAM"):
+        load_folder(image_folder, 16)

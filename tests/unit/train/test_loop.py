@@ -1,0 +1,176 @@
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gpukit.errors import ConfigError  # noqa: E402
+from gpukit.train import checkpoint  # noqa: E402
+from gpukit.train.config import TrainConfig  # noqa: E402
+from gpukit.train.loop import epoch_plan, train  # noqa: E402
+
+
+def _cfg(data: Path, out: Path, **kw: Any) -> TrainConfig:
+    base: dict[str, Any] = dict(model="seed-cnn", epochs=3, batch_size=8, image_size=16, device="cpu", seed=7)
+    return TrainConfig(data=data, out=out, **{**base, **kw})
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    return checkpoint.load(run / "last.json")[0]
+
+
+def _assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = 0.0) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=atol, rtol=0)
+
+
+def test_trains_to_high_accuracy_and_writes_the_run_folder(image_folder: Path, tmp_path: Path) -> None:
+    result = train(_cfg(image_folder, tmp_path / "run"))
+    assert result.skipped_files == 3 and result.train_images + result.val_images == 48
+    assert result.epochs[-1].val_accuracy == 1.0
+    assert result.epochs[-1].train_loss < result.epochs[0].train_loss
+    run = tmp_path / "run"
+    for name in ("settings.json", "metrics.csv", "curve.png", "summary.json", "best.json", "last.safetensors"):
+        assert (run / name).is_file(), name
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    assert [int(r["epoch"]) for r in rows] == [1, 2, 3] and float(rows[0]["images_per_s"]) > 0
+    assert json.loads((run / "summary.json").read_text())["best_val_accuracy"] == 1.0
+    assert (run / "curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert len(checkpoint.list_checkpoints(run / "checkpoints")) == 3
+    log = (run / "train.log").read_text().splitlines()
+    assert len(log) == 3 and "img/s" in log[0] and "data wait" in log[0] and "GPU n/a" in log[0]
+
+
+def test_three_classes_use_softmax_and_predict_reports_every_class(tmp_path: Path) -> None:
+    from train_testdata import make_folder
+
+    from gpukit.train.predict import predict
+
+    data = make_folder(tmp_path / "d", per_class=16, junk=False, three=True)
+    result = train(_cfg(data, tmp_path / "run", epochs=4))
+    assert result.classes == ["blue", "green", "red"] and result.epochs[-1].val_accuracy >= 0.9
+    rows, skipped = predict(tmp_path / "run", [data / "green"], device="cpu")
+    assert not skipped and len(rows) == 16 and set(rows[0].scores) == {"blue", "green", "red"}
+    assert sum(r.label == "green" for r in rows) >= 14
+    assert sum(rows[0].scores.values()) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_same_seed_same_weights_other_seed_differs(image_folder: Path, tmp_path: Path) -> None:
+    train(_cfg(image_folder, tmp_path / "a", epochs=1))
+    train(_cfg(image_folder, tmp_path / "b", epochs=1))
+    train(_cfg(image_folder, tmp_path / "c", epochs=1, seed=8))
+    _assert_same(_weights(tmp_path / "a"), _weights(tmp_path / "b"))
+    assert not torch.equal(_weights(tmp_path / "a")["0.weight"], _weights(tmp_path / "c")["0.weight"])
+
+
+def test_sigterm_mid_epoch_saves_and_resume_ends_like_an_uninterrupted_run(image_folder: Path, tmp_path: Path) -> None:
+    train(_cfg(image_folder, tmp_path / "whole"))
+
+    def stop_in_epoch_2(event: dict[str, Any]) -> None:
+        if event["kind"] == "step" and event["epoch"] == 2 and event["step"] == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler only sets a flag; the loop saves and returns
+
+    cut = train(_cfg(image_folder, tmp_path / "cut", log_every=1), on_event=stop_in_epoch_2)
+    assert cut.interrupted and len(cut.epochs) == 1
+    newest = checkpoint.list_checkpoints(tmp_path / "cut" / "checkpoints")[0]
+    assert newest.name == "ckpt-e00001-s0000002.json"
+    resumed = train(_cfg(image_folder, tmp_path / "cut", resume=True))
+    assert not resumed.interrupted and resumed.resumed_from and [e.epoch for e in resumed.epochs] == [1, 2, 3]
+    _assert_same(_weights(tmp_path / "whole"), _weights(tmp_path / "cut"))
+    whole = json.loads((tmp_path / "whole" / "summary.json").read_text())["epochs"]
+    assert resumed.epochs[1].train_loss == pytest.approx(whole[1]["train_loss"], rel=1e-6)  # fp32 sums split in two
+
+
+def test_resume_falls_back_past_a_corrupt_checkpoint(image_folder: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    train(_cfg(image_folder, run))
+    before = _weights(run)
+    newest = checkpoint.list_checkpoints(run / "checkpoints")[0]
+    blob = bytearray(newest.with_suffix(".safetensors").read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    newest.with_suffix(".safetensors").write_bytes(bytes(blob))
+    resumed = train(_cfg(image_folder, run, resume=True))
+    assert any("does not match" in n for n in resumed.notes)
+    assert resumed.resumed_from and "e00002" in resumed.resumed_from  # it redid epoch 3 from epoch 2's state
+    _assert_same(before, _weights(run))
+
+
+def test_resume_refuses_other_settings(image_folder: Path, tmp_path: Path) -> None:
+    train(_cfg(image_folder, tmp_path / "run", epochs=1))
+    with pytest.raises(ConfigError, match="global_batch"):
+        train(_cfg(image_folder, tmp_path / "run", resume=True, batch_size=4))
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:
+    checkpoint.atomic_write_bytes(tmp_path / "f.bin", b"one")
+    checkpoint.atomic_write_bytes(tmp_path / "f.bin", b"two")
+    assert [p.name for p in tmp_path.iterdir()] == ["f.bin"] and (tmp_path / "f.bin").read_bytes() == b"two"
+
+
+def test_epoch_plan_is_a_seeded_permutation() -> None:
+    from gpukit.train.augment import AugmentConfig
+
+    perm, theta = epoch_plan(1, 0, 50, 6, 8, AugmentConfig())
+    assert perm.shape == (6, 8) and theta.shape == (6, 8, 2, 3) and len(set(perm.flatten().tolist())) == 48
+    again, _ = epoch_plan(1, 0, 50, 6, 8, AugmentConfig())
+    other, _ = epoch_plan(1, 1, 50, 6, 8, AugmentConfig())
+    assert torch.equal(perm, again) and not torch.equal(perm, other)
+
+
+def test_bad_settings_are_config_errors(image_folder: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        train(_cfg(image_folder, tmp_path / "r", model="vgg"))
+    with pytest.raises(ConfigError):
+        train(_cfg(image_folder, None, resume=True))  # type: ignore[arg-type]
+
+
+def test_pretrained_weights_from_a_local_file_keep_all_but_the_head(tmp_path: Path) -> None:
+    from train_testdata import make_folder
+
+    two = make_folder(tmp_path / "two", per_class=8, junk=False)
+    three = make_folder(tmp_path / "three", per_class=8, junk=False, three=True)
+    train(_cfg(two, tmp_path / "a", epochs=1))
+    result = train(_cfg(three, tmp_path / "b", epochs=1, weights=tmp_path / "a" / "last.safetensors"))
+    assert any("loaded 4 of 6 tensors" in n for n in result.notes)  # conv + dense 128 kept; the head is new
+    with pytest.raises(ConfigError, match="does not exist"):
+        train(_cfg(two, tmp_path / "c", weights=tmp_path / "nope.safetensors"))
+
+
+def test_graph_warm_up_is_undone_exactly(image_folder: Path) -> None:
+    """CUDA-graph capture runs warm-up steps first; snapshot/restore must leave no trace of them (CPU stand-in)."""
+    from gpukit.train.augment import AugmentConfig
+    from gpukit.train.data import load_folder
+    from gpukit.train.models import seed_cnn
+    from gpukit.train.step import Stepper
+
+    data = load_folder(image_folder, 16, 0.0)
+    images, labels = torch.from_numpy(data.train.images), torch.from_numpy(data.train.labels)
+    perm, theta = epoch_plan(0, 0, len(labels), 5, 8, AugmentConfig())
+
+    def fresh(warm: bool) -> Stepper:
+        torch.manual_seed(0)
+        net = seed_cnn(16)
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+        stepper = Stepper(net, opt, images, labels, 5, 8, torch.device("cpu"), None, False)
+        stepper.load_epoch(perm, theta, 1)
+        if warm:
+            snap = stepper.snapshot()
+            stepper.warm_up(3)
+            assert stepper.optimizer.state  # the warm-up really changed things
+            stepper.restore(snap)
+        for _ in range(4):
+            stepper.step()
+        return stepper
+
+    a, b = fresh(True), fresh(False)
+    for (ka, va), (kb, vb) in zip(a.model.state_dict().items(), b.model.state_dict().items(), strict=True):
+        assert ka == kb and torch.equal(va, vb)
+    assert a.read_and_reset() == b.read_and_reset()

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gpukit.train.config import TrainConfig  # noqa: E402
+from gpukit.train.loop import train  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from train_testdata import make_folder
+
+    data = make_folder(tmp_path_factory.mktemp("p") / "data")
+    run = data.parent / "run"
+    train(TrainConfig(data=data, out=run, model="seed-cnn", epochs=3, batch_size=8, image_size=16, device="cpu"))
+    return data, run
+
+
+def test_predict_json_labels_folders_and_reports_skipped(trained: tuple[Path, Path], run_cli) -> None:
+    data, run = trained
+    res = run_cli("predict", str(run), str(data / "red"), str(data / "blue" / "blue_001.png"), "--json")
+    assert res.exit_code == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert len(rows) == 25 and all({"path", "label", "probability"} <= set(r) for r in rows)
+    assert [r["label"] for r in rows[:-1]] == ["red"] * 24 and rows[-1]["label"] == "blue"
+    assert all(0.5 <= r["probability"] <= 1 for r in rows)
+    assert all(r["scores"]["red"] == pytest.approx(1 - r["scores"]["blue"], abs=1e-6) for r in rows)
+    assert "skipped" in res.stderr and "corrupt.jpg" in res.stderr
+
+
+def test_predict_csv_and_table(trained: tuple[Path, Path], run_cli) -> None:
+    data, run = trained
+    res = run_cli("predict", str(run / "best.safetensors"), str(data / "blue" / "blue_002.jpg"), "--csv")
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert res.exit_code == 0 and rows[0]["label"] == "blue" and float(rows[0]["probability"]) >= 0.5
+    assert "blue" in run_cli("predict", str(run), str(data / "blue" / "blue_002.jpg")).stdout
+
+
+def test_export_onnx_matches_torch_and_predict(trained: tuple[Path, Path], run_cli, tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    from gpukit.train.data import decode_image
+
+    data, run = trained
+    out = tmp_path / "model.onnx"
+    res = run_cli("export", str(run), "--onnx", str(out), "--json")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["max_abs_diff"] <= doc["tolerance"] and doc["classes"] == ["blue", "red"]
+    image = data / "red" / "red_003.png"
+    x = decode_image(str(image), 16)[None].astype(np.float32) / 255
+    probs = ort.InferenceSession(str(out)).run(None, {"images": x})[0]
+    predicted = json.loads(run_cli("predict", str(run), str(image), "--json").stdout)[0]
+    assert probs[0, 1] == pytest.approx(predicted["probability"], abs=1e-5)
+
+
+def test_cli_train_json_and_bad_input(trained: tuple[Path, Path], run_cli, tmp_path: Path) -> None:
+    data, _ = trained
+    res = run_cli("train", str(data), "--model", "seed-cnn", "--epochs", "1", "--batch-size", "8", "--image-size",
+                  "16", "--device", "cpu", "--out", str(tmp_path / "r"), "--json")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["skipped_files"] == 3 and len(doc["epochs"]) == 1 and doc["world_size"] == 1
+    assert run_cli("train", str(data), "--model", "nope", "--device", "cpu").exit_code == 2
+    assert run_cli("train", str(tmp_path / "missing")).exit_code == 2
+    assert run_cli("predict", str(tmp_path), str(data)).exit_code == 2  # no checkpoint there
