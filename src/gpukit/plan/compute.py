@@ -1,8 +1,9 @@
 """Time from FLOPs and bytes: a training step, a whole run, or decoding throughput.
 
 GPU time = matmul FLOPs / (GEMM ceiling × model efficiency) + elementwise traffic / bandwidth; the host's Python and
-kernel-launch time per layer runs alongside (eager PyTorch overlaps it with the GPU), so a step takes the larger of
-the two, plus the optimizer. The GEMM ceiling is this machine's measured one (``gpukit bench``) when present,
+kernel-launch time per layer is added to it (measured: eager PyTorch + transformers on an H200 host does not hide
+it), and the optimizer's traffic on top. Decoding reports two figures: the bandwidth bound (weights + KV cache
+read once per token — what an optimised server approaches) and the eager transformers ``generate()`` estimate. The GEMM ceiling is this machine's measured one (``gpukit bench``) when present,
 else the datasheet peak × the practical fraction REFERENCE.md gives (80% H100/H200, 87% A100, 51% MI300X). The
 MFU printed is achieved model FLOPs / datasheet peak, so it can be compared across machines.
 """
@@ -35,7 +36,9 @@ class Ceilings:
     matmul_dtype: str
 
 
-def _matmul_dtype(spec: GpuSpec, s: PlanSettings) -> str:
+def _matmul_dtype(spec: GpuSpec, s: PlanSettings, cnn: bool = False) -> str:
+    if cnn and s.recipe == "fp32" and spec.peak_tflops("tf32"):
+        return "tf32"  # cuDNN runs fp32 convolutions on TF32 tensor cores by default
     if s.task == "infer":
         want = "fp16" if s.dtype == "fp16" else "bf16"
     else:
@@ -45,9 +48,10 @@ def _matmul_dtype(spec: GpuSpec, s: PlanSettings) -> str:
     return want
 
 
-def ceilings_for(spec: GpuSpec, s: PlanSettings, measured: dict[str, float] | None = None) -> Ceilings:
+def ceilings_for(spec: GpuSpec, s: PlanSettings, measured: dict[str, float] | None = None,
+                 cnn: bool = False) -> Ceilings:  # fmt: skip
     """Ceilings for one GPU; ``measured`` ({"bf16_tflops": …, "bandwidth_gbps": …}) wins when it has the dtype."""
-    dtype = _matmul_dtype(spec, s)
+    dtype = _matmul_dtype(spec, s, cnn)
     peak = spec.peak_tflops(dtype) or 0.0
     frac = PRACTICAL_GEMM_FRACTION.get(spec.key, DEFAULT_GEMM_FRACTION)
     gemm = peak * frac
@@ -87,6 +91,7 @@ class TimeEstimate:
     per_token_s: float | None = None
     gpu_s: float | None = None
     host_s: float | None = None
+    bandwidth_bound_tokens_per_s: float | None = None  # decode: weights + KV read once per step, no host cost
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,13 +101,20 @@ def _train_time(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, c: Ceil
                 work: float | None) -> TimeEstimate:  # fmt: skip
     flops = step_flops(model, s) / s.gpus
     compute = flops / (c.gemm_tflops * 1e12 * t.gemm_efficiency)
-    traffic = (mem.activations_bytes + mem.logits_bytes) * t.elementwise_passes
+    bw = c.bandwidth_gbps * 1e9
     opt_state = mem.optimizer_bytes + mem.master_bytes
-    traffic += 3 * mem.weights_bytes + 2 * mem.gradients_bytes + 2.5 * opt_state  # optimizer reads/writes
-    gpu = compute + traffic / (c.bandwidth_gbps * 1e9)
-    layers = model.num_layers if isinstance(model, TransformerSpec) else 4
-    host = layers * t.host_s_per_layer_train * (1.33 if s.checkpointing else 1.0) + t.host_s_per_step
-    step = max(gpu, host)
+    optimizer = (3 * mem.weights_bytes + 2 * mem.gradients_bytes + 2.5 * opt_state) / bw  # foreach AdamW traffic
+    if isinstance(model, TransformerSpec):
+        traffic = (mem.activations_bytes + mem.logits_bytes) * t.elementwise_passes / bw
+        per_layer = t.host_s_per_layer_train + (t.host_s_per_layer_amp if s.recipe == "amp-bf16" else 0.0)
+        if s.checkpointing:
+            per_layer += t.host_s_per_layer_recompute * (2 if s.recipe == "amp-bf16" else 1)
+        host = model.num_layers * per_layer
+    else:
+        traffic = mem.activations_bytes * t.cnn_elementwise_passes / bw
+        host = model.weight_layers * t.host_s_per_layer_cnn
+    gpu = compute + traffic + optimizer
+    step = gpu + host
     per_step = s.batch * s.dp * (s.seq if isinstance(model, TransformerSpec) else 1)
     steps = None if work is None else max(1, round(work / per_step))
     return TimeEstimate(
@@ -124,13 +136,14 @@ def _decode_time(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, c: Cei
     kv_avg = mem.kv_cache_bytes * (s.prompt + s.new_tokens / 2) / max(1, s.prompt + s.new_tokens)
     gpu = (mem.weights_bytes + kv_avg) / (c.bandwidth_gbps * 1e9)
     host = layers * t.host_s_per_layer_decode + t.host_s_per_token
-    per_token = max(gpu, host)
+    per_token = gpu + host
     total = prefill + max(0, s.new_tokens - 1) * per_token
     flops = 2 * model.active_params * s.batch * (s.prompt + s.new_tokens) / s.tp
     return TimeEstimate(
         task="infer", mfu=flops / (total * c.peak_tflops * 1e12) if c.peak_tflops else None,
         ceilings_source=c.source, matmul_dtype=c.matmul_dtype, tokens_per_s=s.batch * s.new_tokens / total,
         total_s=total, prefill_s=prefill, per_token_s=per_token, gpu_s=gpu, host_s=host,
+        bandwidth_bound_tokens_per_s=s.batch / gpu,
     )  # fmt: skip
 
 
@@ -138,7 +151,7 @@ def estimate_time(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, spec:
                   measured: dict[str, float] | None = None, work: float | None = None,
                   timing: TimingProfile = TIMING) -> TimeEstimate:  # fmt: skip
     """Time on ``spec`` GPUs; ``work`` is the number of tokens (transformers) or samples (CNNs) to train on."""
-    c = ceilings_for(spec, s, measured)
+    c = ceilings_for(spec, s, measured, cnn=isinstance(model, CnnSpec))
     if s.task == "train":
         return _train_time(model, s, mem, c, timing, work)
     return _decode_time(model, s, mem, c, timing)

@@ -108,7 +108,8 @@ def _batch(torch: Any, model: ModelSpec, s: PlanSettings) -> tuple[Any, Any]:
     if isinstance(model, TransformerSpec):
         ids = torch.randint(0, model.vocab_size, (s.batch, s.seq), device="cuda")
         return ids, ids
-    x = torch.randn(s.batch, 3, model.image_size, model.image_size, device="cuda")
+    dtype = torch.bfloat16 if s.recipe == "bf16" else torch.float32  # the input matches the weights
+    x = torch.randn(s.batch, 3, model.image_size, model.image_size, device="cuda", dtype=dtype)
     classes = 1 if model.num_classes == 2 else model.num_classes
     y = torch.randint(0, max(2, classes), (s.batch,), device="cuda")
     return x, (y.float().unsqueeze(1) if classes == 1 else y)

@@ -118,9 +118,11 @@ class CnnSpec:
     params: int
     image_size: int
     num_classes: int
-    act_elems_per_sample: int  # elements autograd keeps per sample (leaf-module outputs + input), see tests
+    act_elems_per_sample: int  # input + leaf-module outputs (max-pool indices count twice: int64), see tests
     flops_per_sample: int  # forward multiply-adds × 2 for one sample
     builder: str  # torchvision:resnet50 | gpukit:seed_cnn
+    weight_layers: int = 0  # conv + linear layers (host launch cost)
+    backward_extra: float | None = None  # measured backward-peak excess, when the profile's does not fit this net
 
     kind = "cnn"
 
@@ -171,8 +173,8 @@ TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
 
 # CNN constants counted from the torch modules (tests/unit/plan/test_models.py re-counts them when torch is here).
 CNN_PRESETS: dict[str, CnnSpec] = {
-    "resnet50": CnnSpec("resnet50", "cnn", 25_557_032, 224, 1000, 22_582_248, 8_178_368_512, "torchvision:resnet50"),
-    "seed-cnn": CnnSpec("seed-cnn", "cnn", 3_937_409, 64, 2, 166_177, 14_515_200, "gpukit:seed_cnn"),
+    "resnet50": CnnSpec("resnet50", "cnn", 25_557_032, 224, 1000, 22_983_656, 8_178_368_512, "torchvision:resnet50", 54),
+    "seed-cnn": CnnSpec("seed-cnn", "cnn", 3_937_409, 64, 2, 227_681, 14_515_200, "gpukit:seed_cnn", 3, 0.75),
 }
 
 
