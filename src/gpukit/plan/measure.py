@@ -249,7 +249,7 @@ def save_validation(record: dict[str, Any], db_path: Path | None = None) -> Path
     return path
 
 
-def load_ceilings(db_path: Path | None = None, device_name: str | None = None) -> dict[str, float] | None:
+def load_ceilings(db_path: Path | None = None, device_name: str | None = None) -> dict[str, Any] | None:
     """This machine's measured GEMM/bandwidth ceilings from the bench history, or None when there are none.
 
     Prefers ``gpukit.bench.store.latest_ceilings`` when the bench package provides it; otherwise reads any table
@@ -273,11 +273,12 @@ def load_ceilings(db_path: Path | None = None, device_name: str | None = None) -
         return None
 
 
-def _read_ceilings(path: Path, host: str, device_name: str | None) -> dict[str, float] | None:
+def _read_ceilings(path: Path, host: str, device_name: str | None) -> dict[str, Any] | None:
     with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
         con.row_factory = sqlite3.Row
         tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        found: dict[str, float] = {}
+        found: dict[str, Any] = {}
+        found_device = ""
         for table in (t for t in tables if "ceiling" in t.lower()):
             for row in con.execute(f'SELECT * FROM "{table}"'):  # noqa: S608 - names come from sqlite_master
                 d = {k.lower(): row[k] for k in row.keys()}  # noqa: SIM118 - sqlite3.Row
@@ -285,6 +286,8 @@ def _read_ceilings(path: Path, host: str, device_name: str | None) -> dict[str, 
                     continue
                 if device_name and d.get("device") and device_name.lower() not in str(d["device"]).lower():
                     continue
+                if d.get("device"):
+                    found_device = str(d["device"])
                 name = str(d.get("name") or d.get("dtype") or d.get("kind") or "").lower()
                 value = d.get("value") or d.get("tflops") or d.get("gbps")
                 if not isinstance(value, int | float):
@@ -294,4 +297,6 @@ def _read_ceilings(path: Path, host: str, device_name: str | None) -> dict[str, 
                 for dtype in ("bf16", "fp16", "fp32", "tf32", "fp8"):
                     if dtype in name and ("gemm" in name or "tflops" in name or d.get("tflops")):
                         found[f"{dtype}_tflops"] = float(value)
+        if found and found_device:
+            found["device"] = found_device
         return found or None
