@@ -33,10 +33,17 @@ MEM_TOL, TIME_TOL = 0.10, 0.35
 
 # A Llama-family config with grouped-query attention scaled down to ~0.6 B parameters.
 LLAMA_GQA_SMALL = {
-    "model_type": "llama", "vocab_size": 32000, "hidden_size": 1536, "num_hidden_layers": 16,
-    "num_attention_heads": 16, "num_key_value_heads": 4, "intermediate_size": 4096,
-    "tie_word_embeddings": False, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
-}  # fmt: skip
+    "model_type": "llama",
+    "vocab_size": 32000,
+    "hidden_size": 1536,
+    "num_hidden_layers": 16,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 4,
+    "intermediate_size": 4096,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-5,
+}
 
 
 def _model(name: str) -> ModelSpec:
@@ -45,25 +52,25 @@ def _model(name: str) -> ModelSpec:
     return load_model(name)
 
 
-T, I = "train", "infer"
+TRAIN, INFER = "train", "infer"
 GRID: list[tuple[str, dict[str, Any]]] = [
-    ("gpt2", dict(task=T, recipe="fp32", batch=8, seq=512)),
-    ("gpt2", dict(task=T, recipe="amp-bf16", batch=8, seq=1024)),
-    ("gpt2", dict(task=T, recipe="bf16", batch=8, seq=1024)),
-    ("gpt2", dict(task=T, recipe="amp-bf16", batch=4, seq=1024, attn="eager")),
-    ("gpt2-medium", dict(task=T, recipe="amp-bf16", batch=8, seq=1024, checkpointing=True)),
-    ("llama-gqa-0.6b", dict(task=T, recipe="fp32", batch=2, seq=1024)),
-    ("llama-gqa-0.6b", dict(task=T, recipe="amp-bf16", batch=4, seq=1024)),
-    ("llama-gqa-0.6b", dict(task=T, recipe="amp-bf16", batch=4, seq=1024, checkpointing=True)),
-    ("llama-gqa-0.6b", dict(task=T, recipe="bf16", batch=8, seq=1024)),
-    ("qwen2-0.5b", dict(task=T, recipe="bf16", batch=4, seq=1024)),
-    ("qwen2-0.5b", dict(task=T, recipe="amp-bf16", batch=4, seq=1024, checkpointing=True)),
-    ("llama-gqa-0.6b", dict(task=I, dtype="bf16", batch=1, prompt=512, new_tokens=128)),
-    ("llama-gqa-0.6b", dict(task=I, dtype="bf16", batch=16, prompt=512, new_tokens=128)),
-    ("qwen2-0.5b", dict(task=I, dtype="bf16", batch=8, prompt=1024, new_tokens=64)),
-    ("resnet50", dict(task=T, recipe="fp32", batch=32)),
-    ("resnet50", dict(task=T, recipe="amp-bf16", batch=64)),
-    ("seed-cnn", dict(task=T, recipe="fp32", batch=256)),
+    ("gpt2", dict(task=TRAIN, recipe="fp32", batch=8, seq=512)),
+    ("gpt2", dict(task=TRAIN, recipe="amp-bf16", batch=8, seq=1024)),
+    ("gpt2", dict(task=TRAIN, recipe="bf16", batch=8, seq=1024)),
+    ("gpt2", dict(task=TRAIN, recipe="amp-bf16", batch=4, seq=1024, attn="eager")),
+    ("gpt2-medium", dict(task=TRAIN, recipe="amp-bf16", batch=8, seq=1024, checkpointing=True)),
+    ("llama-gqa-0.6b", dict(task=TRAIN, recipe="fp32", batch=2, seq=1024)),
+    ("llama-gqa-0.6b", dict(task=TRAIN, recipe="amp-bf16", batch=4, seq=1024)),
+    ("llama-gqa-0.6b", dict(task=TRAIN, recipe="amp-bf16", batch=4, seq=1024, checkpointing=True)),
+    ("llama-gqa-0.6b", dict(task=TRAIN, recipe="bf16", batch=8, seq=1024)),
+    ("qwen2-0.5b", dict(task=TRAIN, recipe="bf16", batch=4, seq=1024)),
+    ("qwen2-0.5b", dict(task=TRAIN, recipe="amp-bf16", batch=4, seq=1024, checkpointing=True)),
+    ("llama-gqa-0.6b", dict(task=INFER, dtype="bf16", batch=1, prompt=512, new_tokens=128)),
+    ("llama-gqa-0.6b", dict(task=INFER, dtype="bf16", batch=16, prompt=512, new_tokens=128)),
+    ("qwen2-0.5b", dict(task=INFER, dtype="bf16", batch=8, prompt=1024, new_tokens=64)),
+    ("resnet50", dict(task=TRAIN, recipe="fp32", batch=32)),
+    ("resnet50", dict(task=TRAIN, recipe="amp-bf16", batch=64)),
+    ("seed-cnn", dict(task=TRAIN, recipe="fp32", batch=256)),
 ]
 
 
@@ -72,14 +79,21 @@ def _label(name: str, kw: dict[str, Any]) -> str:
     if s.task == "infer":
         return f"{name} infer {s.dtype} b{s.batch} p{s.prompt}+{s.new_tokens}"
     seq = f" s{s.seq}" if not name.endswith(("cnn", "resnet50")) else ""
-    return f"{name} {s.recipe} b{s.batch}{seq}{' ckpt' if s.checkpointing else ''}{' eager' if s.attn == 'eager' else ''}"
+    return (
+        f"{name} {s.recipe} b{s.batch}{seq}{' ckpt' if s.checkpointing else ''}{' eager' if s.attn == 'eager' else ''}"
+    )
 
 
 def run_one(name: str, kw: dict[str, Any], db: Path | None) -> dict[str, Any]:
     model, s = _model(name), PlanSettings(**kw)
     mem = estimate_memory(model, s)
-    row: dict[str, Any] = {"config": _label(name, kw), "model": name, "params": model.params,
-                           "settings": dataclasses.asdict(s), "predicted": mem.to_dict()}  # fmt: skip
+    row: dict[str, Any] = {
+        "config": _label(name, kw),
+        "model": name,
+        "params": model.params,
+        "settings": dataclasses.asdict(s),
+        "predicted": mem.to_dict(),
+    }
     t0 = time.perf_counter()
     m = measure(model, s)
     spec = match_spec(m.device_name) or get_spec("h200-sxm")
@@ -87,16 +101,33 @@ def run_one(name: str, kw: dict[str, Any], db: Path | None) -> dict[str, Any]:
     pred_t = est.step_s if s.task == "train" else est.total_s
     meas_t = m.step_s if s.task == "train" else m.generate_s
     row.update(
-        wall_s=time.perf_counter() - t0, gpu=spec.key, measured=m.to_dict(), time_estimate=est.to_dict(),
-        pred_alloc=mem.peak_allocated_bytes, meas_alloc=m.peak_allocated_bytes,
-        pred_reserved=mem.reserved_bytes, meas_reserved=m.peak_reserved_bytes, pred_time_s=pred_t, meas_time_s=meas_t,
-    )  # fmt: skip
+        wall_s=time.perf_counter() - t0,
+        gpu=spec.key,
+        measured=m.to_dict(),
+        time_estimate=est.to_dict(),
+        pred_alloc=mem.peak_allocated_bytes,
+        meas_alloc=m.peak_allocated_bytes,
+        pred_reserved=mem.reserved_bytes,
+        meas_reserved=m.peak_reserved_bytes,
+        pred_time_s=pred_t,
+        meas_time_s=meas_t,
+    )
     row["mem_err"] = mem.peak_allocated_bytes / m.peak_allocated_bytes - 1
     row["time_err"] = (pred_t / meas_t - 1) if pred_t and meas_t else None
     row["pass"] = abs(row["mem_err"]) <= MEM_TOL and row["time_err"] is not None and abs(row["time_err"]) <= TIME_TOL
-    save_validation({"device": m.device_name, "model": name, "task": s.task, "predicted_allocated_bytes":
-                     mem.peak_allocated_bytes, "measured_allocated_bytes": m.peak_allocated_bytes,
-                     "predicted_time_s": pred_t, "measured_time_s": meas_t, "config": row["config"]}, db)  # fmt: skip
+    save_validation(
+        {
+            "device": m.device_name,
+            "model": name,
+            "task": s.task,
+            "predicted_allocated_bytes": mem.peak_allocated_bytes,
+            "measured_allocated_bytes": m.peak_allocated_bytes,
+            "predicted_time_s": pred_t,
+            "measured_time_s": meas_t,
+            "config": row["config"],
+        },
+        db,
+    )
     return row
 
 
@@ -109,8 +140,10 @@ def _pct(x: float | None) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("| configuration | params | pred alloc GiB | meas alloc GiB | mem err | pred reserved | meas reserved "
-            "| pred time | meas time | time err | result |\n|---|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+    head = (
+        "| configuration | params | pred alloc GiB | meas alloc GiB | mem err | pred reserved | meas reserved "
+        "| pred time | meas time | time err | result |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    )
     lines = [head]
     for r in rows:
         if "error" in r:
@@ -151,11 +184,16 @@ def main() -> int:
         except Exception as exc:  # one failing configuration must not lose the others
             row = {"config": label, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
         rows.append(row)
-        print(f"{label}: " + (row.get("error") or f"mem {_pct(row['mem_err'])} time {_pct(row['time_err'])}"),
-              flush=True)  # fmt: skip
-    meta = {"device": torch.cuda.get_device_name(), "python": platform.python_version(), "torch": torch.__version__,
-            "command": "PYTHONPATH=src python3 benchmarks/scripts/plan_grid.py --out $OUT",
-            "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}  # fmt: skip
+        print(
+            f"{label}: " + (row.get("error") or f"mem {_pct(row['mem_err'])} time {_pct(row['time_err'])}"), flush=True
+        )
+    meta = {
+        "device": torch.cuda.get_device_name(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "command": "PYTHONPATH=src python3 benchmarks/scripts/plan_grid.py --out $OUT",
+        "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+    }
     try:
         import transformers
 

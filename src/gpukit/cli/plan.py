@@ -23,10 +23,27 @@ def _bar(part: float, total: float) -> str:
 
 def _memory_table(d: dict[str, Any]) -> Any:
     total = d["total_bytes"]
-    names = ("weights", "gradients", "master", "optimizer", "activations", "logits", "kv_cache", "workspace",
-             "overhead")  # fmt: skip
-    rows = [(n.replace("_", " "), render.fmt_bytes(d[f"{n}_bytes"]), f"{d[f'{n}_bytes'] / total:6.1%}",
-             _bar(d[f"{n}_bytes"], total)) for n in names if d[f"{n}_bytes"]]  # fmt: skip
+    names = (
+        "weights",
+        "gradients",
+        "master",
+        "optimizer",
+        "activations",
+        "logits",
+        "kv_cache",
+        "workspace",
+        "overhead",
+    )
+    rows = [
+        (
+            n.replace("_", " "),
+            render.fmt_bytes(d[f"{n}_bytes"]),
+            f"{d[f'{n}_bytes'] / total:6.1%}",
+            _bar(d[f"{n}_bytes"], total),
+        )
+        for n in names
+        if d[f"{n}_bytes"]
+    ]
     rows.append(("total per GPU", render.fmt_bytes(total), "100.0%", ""))
     rows.append(("  of it allocated by PyTorch (peak)", render.fmt_bytes(d["peak_allocated_bytes"]), "", ""))
     return render.table(("component", "bytes", "share", ""), rows, title="memory per GPU", justify="lrrl")
@@ -37,23 +54,31 @@ def _fits_table(d: dict[str, Any]) -> Any:
     for f in d["fits"]:
         fewest = "—" if f["fewest_gpus"] is None else f"{f['fewest_gpus']} ({f['fewest_gpus_layout']})"
         rows.append((f["name"], render.fmt_bytes(f["memory_bytes"]), "yes" if f["fits"] else "no", fewest))
-    return render.table(("GPU (datasheet)", "memory", "fits as asked", "fewest GPUs that fit"), rows,
-                        title="which GPUs fit", justify="lrll")  # fmt: skip
+    return render.table(
+        ("GPU (datasheet)", "memory", "fits as asked", "fewest GPUs that fit"),
+        rows,
+        title="which GPUs fit",
+        justify="lrll",
+    )
 
 
 def _time_lines(d: dict[str, Any]) -> list[str]:
     t = d["time"]
     mfu = "n/a" if t["mfu"] is None else f"{t['mfu']:.0%}"
     if t["task"] == "train":
-        lines = [f"time on {t['gpu']}: {render.fmt_seconds(t['step_s'])} per step, "
-                 f"{t['tokens_per_s']:,.0f} {t['work_unit']}/s, MFU {mfu} of datasheet peak ({t['ceilings_source']})"]
+        lines = [
+            f"time on {t['gpu']}: {render.fmt_seconds(t['step_s'])} per step, "
+            f"{t['tokens_per_s']:,.0f} {t['work_unit']}/s, MFU {mfu} of datasheet peak ({t['ceilings_source']})"
+        ]
         if t["total_s"] is not None:
             lines.append(f"  {t['work']:,.0f} {t['work_unit']} = {t['steps']:,} steps ≈ {t['total_s'] / 3600:,.2f} h")
         return lines
-    return [f"time on {t['gpu']}: prefill {render.fmt_seconds(t['prefill_s'])}, "
-            f"{render.fmt_seconds(t['per_token_s'])} per decode step with eager transformers generate() → "
-            f"{t['tokens_per_s']:,.0f} tokens/s; bandwidth bound {t['bandwidth_bound_tokens_per_s']:,.0f} tokens/s "
-            f"({t['ceilings_source']})"]  # fmt: skip
+    return [
+        f"time on {t['gpu']}: prefill {render.fmt_seconds(t['prefill_s'])}, "
+        f"{render.fmt_seconds(t['per_token_s'])} per decode step with eager transformers generate() → "
+        f"{t['tokens_per_s']:,.0f} tokens/s; bandwidth bound {t['bandwidth_bound_tokens_per_s']:,.0f} tokens/s "
+        f"({t['ceilings_source']})"
+    ]
 
 
 def _cost_table(d: dict[str, Any]) -> Any:
@@ -70,8 +95,12 @@ def _cost_table(d: dict[str, Any]) -> Any:
     unit = "M tokens" if d["time"]["work_unit"] == "tokens" else "M samples"
     if d["settings"]["task"] == "infer":
         unit = "M tokens, bandwidth bound"
-    return render.table(("instance", "GPUs", "$/h", "layout", "time", "cost", f"$/{unit}"), rows,
-                        title="cost, cheapest first (AWS on-demand, us-east-1)", justify="llrlrrr")  # fmt: skip
+    return render.table(
+        ("instance", "GPUs", "$/h", "layout", "time", "cost", f"$/{unit}"),
+        rows,
+        title="cost, cheapest first (AWS on-demand, us-east-1)",
+        justify="llrlrrr",
+    )
 
 
 def _price_notes(d: dict[str, Any]) -> list[str]:
@@ -83,12 +112,16 @@ def _price_notes(d: dict[str, Any]) -> list[str]:
 
 def _print_plan(d: dict[str, Any]) -> None:
     m, s = d["model"], d["settings"]
-    what = (f"train, {s['recipe']}, {s['optimizer']}, batch {s['batch']}" + (f" × seq {s['seq']}" if m["kind"] ==
-            "transformer" else "") + (", checkpointing" if s["checkpointing"] else "") +
-            f", {s['gpus']} GPU(s) {s['shard']}" + (f", tp {s['tp']}" if s["tp"] > 1 else "")
-            if s["task"] == "train" else
-            f"infer, {s['dtype']} weights, KV {s['kv_dtype']}, batch {s['batch']}, {s['prompt']} + {s['new_tokens']}"
-            " tokens")  # fmt: skip
+    what = (
+        f"train, {s['recipe']}, {s['optimizer']}, batch {s['batch']}"
+        + (f" × seq {s['seq']}" if m["kind"] == "transformer" else "")
+        + (", checkpointing" if s["checkpointing"] else "")
+        + f", {s['gpus']} GPU(s) {s['shard']}"
+        + (f", tp {s['tp']}" if s["tp"] > 1 else "")
+        if s["task"] == "train"
+        else f"infer, {s['dtype']} weights, KV {s['kv_dtype']}, batch {s['batch']}, {s['prompt']} + {s['new_tokens']}"
+        " tokens"
+    )
     render.console.print(f"[bold]{m['name']}[/] — {d['params']:,} parameters — {what}", markup=True)
     render.console.print(_memory_table(d))
     for note in d["memory_notes"]:
@@ -103,8 +136,11 @@ def _print_plan(d: dict[str, Any]) -> None:
 
 def _print_measure(c: dict[str, Any]) -> None:
     rows = [(k, v["predicted"], v["measured"], v["error"]) for k, v in c["rows"].items()]
-    render.console.print(render.table(("on " + c["device"], "predicted", "measured", "error"), rows,
-                                      title="predicted vs measured", justify="lrrr"))  # fmt: skip
+    render.console.print(
+        render.table(
+            ("on " + c["device"], "predicted", "measured", "error"), rows, title="predicted vs measured", justify="lrrr"
+        )
+    )
     render.console.print(f"stored in {c['db']}")
 
 
@@ -116,24 +152,33 @@ def _compare(d: dict[str, Any], meas: Any, pred_time: float | None) -> dict[str,
     return {
         "device": meas.device_name,
         "rows": {
-            "peak allocated": {"predicted": render.fmt_bytes(d["peak_allocated_bytes"]),
-                               "measured": render.fmt_bytes(meas.peak_allocated_bytes),
-                               "error": err(d["peak_allocated_bytes"], meas.peak_allocated_bytes)},
-            "peak reserved": {"predicted": render.fmt_bytes(d["reserved_bytes"]),
-                              "measured": render.fmt_bytes(meas.peak_reserved_bytes),
-                              "error": err(d["reserved_bytes"], meas.peak_reserved_bytes)},
+            "peak allocated": {
+                "predicted": render.fmt_bytes(d["peak_allocated_bytes"]),
+                "measured": render.fmt_bytes(meas.peak_allocated_bytes),
+                "error": err(d["peak_allocated_bytes"], meas.peak_allocated_bytes),
+            },
+            "peak reserved": {
+                "predicted": render.fmt_bytes(d["reserved_bytes"]),
+                "measured": render.fmt_bytes(meas.peak_reserved_bytes),
+                "error": err(d["reserved_bytes"], meas.peak_reserved_bytes),
+            },
             "step time" if meas.step_s is not None else "generate time": {
-                "predicted": render.fmt_seconds(pred_time), "measured": render.fmt_seconds(meas_time),
-                "error": err(pred_time, meas_time)},
+                "predicted": render.fmt_seconds(pred_time),
+                "measured": render.fmt_seconds(meas_time),
+                "error": err(pred_time, meas_time),
+            },
         },
-        "predicted_time_s": pred_time, "measured_time_s": meas_time,
-    }  # fmt: skip
+        "predicted_time_s": pred_time,
+        "measured_time_s": meas_time,
+    }
 
 
 def register(app: typer.Typer) -> None:
     @app.command("plan", help=HELP)
     def plan(
-        model: str = typer.Argument(None, help="Preset (gpukit plan --list), path to config.json, or omit with --params."),
+        model: str = typer.Argument(
+            None, help="Preset (gpukit plan --list), path to config.json, or omit with --params."
+        ),
         params: str = typer.Option(None, "--params", help="Bare parameter count, e.g. 7B (model states only)."),
         task: str = typer.Option("train", "--task", help="train | infer"),
         recipe: str = typer.Option("amp-bf16", "--recipe", help="fp32 | amp-bf16 | bf16-master | bf16"),
@@ -158,7 +203,8 @@ def register(app: typer.Typer) -> None:
         list_presets: bool = typer.Option(False, "--list", help="List the model presets and exit."),
         json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
     ) -> int:
-        from gpukit.plan import advisor, measure as measuring
+        from gpukit.plan import advisor
+        from gpukit.plan import measure as measuring
         from gpukit.plan.memory import PlanSettings
         from gpukit.plan.models import load_model, parse_param_count, preset_names
 
@@ -166,9 +212,22 @@ def register(app: typer.Typer) -> None:
             render.print_json(preset_names()) if json_out else render.console.print("\n".join(preset_names()))
             return 0
         spec = load_model(model, params)
-        settings = PlanSettings(task=task, recipe=recipe, optimizer=optimizer, batch=batch, seq=seq,
-                                checkpointing=checkpointing, gpus=gpus, shard=shard, tp=tp, attn=attn, dtype=dtype,
-                                prompt=prompt, new_tokens=new_tokens, kv_dtype=kv_dtype)  # fmt: skip
+        settings = PlanSettings(
+            task=task,
+            recipe=recipe,
+            optimizer=optimizer,
+            batch=batch,
+            seq=seq,
+            checkpointing=checkpointing,
+            gpus=gpus,
+            shard=shard,
+            tp=tp,
+            attn=attn,
+            dtype=dtype,
+            prompt=prompt,
+            new_tokens=new_tokens,
+            kv_dtype=kv_dtype,
+        )
         work = parse_param_count(tokens or samples) if (tokens or samples) else None
         measured = measuring.load_ceilings(db)
         result = advisor.make_plan(spec, settings, work=work, prices=prices, measured=measured, gpu=gpu)
@@ -196,10 +255,17 @@ def _run_measure(spec: Any, settings: Any, doc: dict[str, Any], db: Path | None)
     est = estimate_time(spec, settings, mem, local)
     pred_time = est.step_s if settings.task == "train" else est.total_s
     cmp = _compare(doc, meas, pred_time)
-    record = {"device": meas.device_name, "model": doc["model"]["name"], "task": settings.task,
-              "predicted_allocated_bytes": doc["peak_allocated_bytes"],
-              "measured_allocated_bytes": meas.peak_allocated_bytes, "predicted_time_s": pred_time,
-              "measured_time_s": cmp["measured_time_s"], "settings": doc["settings"], "measurement": meas.to_dict()}  # fmt: skip
+    record = {
+        "device": meas.device_name,
+        "model": doc["model"]["name"],
+        "task": settings.task,
+        "predicted_allocated_bytes": doc["peak_allocated_bytes"],
+        "measured_allocated_bytes": meas.peak_allocated_bytes,
+        "predicted_time_s": pred_time,
+        "measured_time_s": cmp["measured_time_s"],
+        "settings": doc["settings"],
+        "measurement": meas.to_dict(),
+    }
     cmp["db"] = str(measuring.save_validation(record, db))
     cmp["measured"] = meas.to_dict()
     return cmp

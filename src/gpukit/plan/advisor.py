@@ -73,12 +73,16 @@ class PlanResult:
         mem = self.memory.to_dict()
         notes = mem.pop("notes") + self.notes
         return {
-            "model": self.model, "params": self.params, "active_params": self.active_params,
-            "settings": asdict(self.settings), **mem, "memory_notes": notes,
+            "model": self.model,
+            "params": self.params,
+            "active_params": self.active_params,
+            "settings": asdict(self.settings),
+            **mem,
+            "memory_notes": notes,
             "fits": [f.to_dict() for f in self.fits],
             "time": {"gpu": self.time_gpu, "work": self.work, "work_unit": self.work_unit, **self.time.to_dict()},
             "cost": [c.to_dict() for c in self.cost],
-        }  # fmt: skip
+        }
 
 
 def _layouts(model: ModelSpec, s: PlanSettings, n: int) -> list[tuple[str, PlanSettings]]:
@@ -110,12 +114,20 @@ def _fewest(model: ModelSpec, s: PlanSettings, spec: GpuSpec) -> tuple[int | Non
 
 def _fit(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, spec: GpuSpec) -> GpuFit:
     n, label = _fewest(model, s, spec)
-    return GpuFit(spec.key, spec.name, int(spec.memory_bytes), mem.total_bytes <= spec.memory_bytes, n, label,
-                  int(spec.memory_bytes - mem.total_bytes))  # fmt: skip
+    return GpuFit(
+        spec.key,
+        spec.name,
+        int(spec.memory_bytes),
+        mem.total_bytes <= spec.memory_bytes,
+        n,
+        label,
+        int(spec.memory_bytes - mem.total_bytes),
+    )
 
 
-def _cost(model: ModelSpec, s: PlanSettings, inst: Instance, work: float | None,
-          measured: dict[str, Any] | None) -> InstanceCost:  # fmt: skip
+def _cost(
+    model: ModelSpec, s: PlanSettings, inst: Instance, work: float | None, measured: dict[str, Any] | None
+) -> InstanceCost:
     spec = inst.spec
     fitting: tuple[str, PlanSettings, MemoryBreakdown] | None = None
     for n in (k for k in SEARCH_GPUS if k <= inst.gpus):
@@ -129,11 +141,19 @@ def _cost(model: ModelSpec, s: PlanSettings, inst: Instance, work: float | None,
                 break
         if fitting:
             break
-    base = {"instance": inst.name, "gpu": inst.gpu, "gpus": inst.gpus, "usd_per_hour": inst.usd_per_hour,
-            "source": inst.source, "as_of": inst.as_of, "note": inst.note}  # fmt: skip
+    base: dict[str, Any] = {
+        "instance": inst.name,
+        "gpu": inst.gpu,
+        "gpus": inst.gpus,
+        "usd_per_hour": inst.usd_per_hour,
+        "source": inst.source,
+        "as_of": inst.as_of,
+        "note": inst.note,
+    }
     if fitting is None:
-        return InstanceCost(**base, fits=False, layout="does not fit", time_s=None, usd=None, usd_per_million=None,
-                            tokens_per_s=None)  # fmt: skip
+        return InstanceCost(
+            **base, fits=False, layout="does not fit", time_s=None, usd=None, usd_per_million=None, tokens_per_s=None
+        )
     label, layout, m = fitting
     meas = _measured_for(spec, measured)
     if s.task == "train":
@@ -145,17 +165,29 @@ def _cost(model: ModelSpec, s: PlanSettings, inst: Instance, work: float | None,
         t = estimate_time(model, layout, m, spec, meas, work)
         rate = t.tokens_per_s
         usd = None if t.total_s is None else t.total_s / 3600 * inst.usd_per_hour
-        return InstanceCost(**base, fits=True, layout=label, time_s=t.total_s, usd=usd,
-                            usd_per_million=inst.usd_per_hour / 3600 / rate * 1e6 if rate else None,
-                            tokens_per_s=rate)  # fmt: skip
+        return InstanceCost(
+            **base,
+            fits=True,
+            layout=label,
+            time_s=t.total_s,
+            usd=usd,
+            usd_per_million=inst.usd_per_hour / 3600 / rate * 1e6 if rate else None,
+            tokens_per_s=rate,
+        )
     t = estimate_time(model, layout, m, spec, meas)
     replicas = inst.gpus // layout.gpus
     # Serving cost uses the bandwidth bound (an optimised server): eager generate() is host-bound on every GPU.
     rate = (t.bandwidth_bound_tokens_per_s or t.tokens_per_s or 0.0) * replicas
     label = f"{label} × {replicas} replica{'s' if replicas > 1 else ''}"
-    return InstanceCost(**base, fits=True, layout=label, time_s=None, usd=None,
-                        usd_per_million=inst.usd_per_hour / 3600 / rate * 1e6 if rate else None,
-                        tokens_per_s=rate)  # fmt: skip
+    return InstanceCost(
+        **base,
+        fits=True,
+        layout=label,
+        time_s=None,
+        usd=None,
+        usd_per_million=inst.usd_per_hour / 3600 / rate * 1e6 if rate else None,
+        tokens_per_s=rate,
+    )
 
 
 def _measured_for(spec: GpuSpec, measured: dict[str, Any] | None) -> dict[str, float] | None:
@@ -168,8 +200,14 @@ def _measured_for(spec: GpuSpec, measured: dict[str, Any] | None) -> dict[str, f
     return {k: float(v) for k, v in measured.items() if k != "device" and isinstance(v, int | float)}
 
 
-def make_plan(model: ModelSpec, s: PlanSettings, work: float | None = None, prices: Path | None = None,
-              measured: dict[str, Any] | None = None, gpu: str | None = None) -> PlanResult:  # fmt: skip
+def make_plan(
+    model: ModelSpec,
+    s: PlanSettings,
+    work: float | None = None,
+    prices: Path | None = None,
+    measured: dict[str, Any] | None = None,
+    gpu: str | None = None,
+) -> PlanResult:
     """The whole plan. ``gpu`` picks the GPU the headline time is for (default: the measured one, else H100)."""
     mem = estimate_memory(model, s)
     local = match_spec(str(measured["device"])) if measured and measured.get("device") else None
@@ -179,13 +217,21 @@ def make_plan(model: ModelSpec, s: PlanSettings, work: float | None = None, pric
     fits.sort(key=lambda f: (not f.fits, f.fewest_gpus or 10**6, f.memory_bytes))
     is_tf = isinstance(model, TransformerSpec)
     costs = [_cost(model, s, inst, work, measured) for inst in load_catalog(prices)]
-    costs.sort(key=lambda c: (not c.fits, c.usd if c.usd is not None else (c.usd_per_million or 1e30),
-                              c.time_s or 0.0))  # fmt: skip
+    costs.sort(key=lambda c: (not c.fits, c.usd if c.usd is not None else (c.usd_per_million or 1e30), c.time_s or 0.0))
     notes = []
     if t.mfu is not None:
         notes.append(f"time assumes MFU {t.mfu:.0%} of the {time_spec.name} datasheet peak ({t.ceilings_source})")
     return PlanResult(
-        model=model.describe(), params=model.params, active_params=model.active_params, settings=s, memory=mem,
-        fits=fits, time=t, time_gpu=time_spec.key, cost=costs, work=work,
-        work_unit="tokens" if is_tf else "samples", notes=notes,
-    )  # fmt: skip
+        model=model.describe(),
+        params=model.params,
+        active_params=model.active_params,
+        settings=s,
+        memory=mem,
+        fits=fits,
+        time=t,
+        time_gpu=time_spec.key,
+        cost=costs,
+        work=work,
+        work_unit="tokens" if is_tf else "samples",
+        notes=notes,
+    )

@@ -43,24 +43,36 @@ def _rows(doc: dict[str, Any], origin: str) -> dict[str, Instance]:
     known = {s.key for s in all_specs()}
     table = doc.get("instance")
     if not isinstance(table, dict):
-        raise PlanError(f"{origin} has no [instance.\"NAME\"] tables", hint="see src/gpukit/plan/data/instances.toml")
+        raise PlanError(f'{origin} has no [instance."NAME"] tables', hint="see src/gpukit/plan/data/instances.toml")
     out: dict[str, Instance] = {}
     for name, row in table.items():
         missing = [k for k in REQUIRED if not isinstance(row, dict) or k not in row]
         if missing:
-            raise PlanError(f"{origin}: instance '{name}' lacks {', '.join(missing)}",
-                            hint="every price needs gpu, gpus, usd_per_hour, source and as_of")  # fmt: skip
+            raise PlanError(
+                f"{origin}: instance '{name}' lacks {', '.join(missing)}",
+                hint="every price needs gpu, gpus, usd_per_hour, source and as_of",
+            )
         if row["gpu"] not in known:
-            raise PlanError(f"{origin}: instance '{name}' names unknown GPU '{row['gpu']}'",
-                            hint=f"known GPUs: {', '.join(sorted(known))}")  # fmt: skip
+            raise PlanError(
+                f"{origin}: instance '{name}' names unknown GPU '{row['gpu']}'",
+                hint=f"known GPUs: {', '.join(sorted(known))}",
+            )
         try:
             gpus, price = int(row["gpus"]), float(row["usd_per_hour"])
         except (TypeError, ValueError) as exc:
             raise PlanError(f"{origin}: instance '{name}' has a non-numeric gpus or usd_per_hour") from exc
         if gpus < 1 or price <= 0:
             raise PlanError(f"{origin}: instance '{name}' needs gpus ≥ 1 and a positive usd_per_hour")
-        out[name] = Instance(name, str(row.get("provider", "")), row["gpu"], gpus, price, str(row["source"]),
-                             str(row["as_of"]), str(row.get("note", "")))  # fmt: skip
+        out[name] = Instance(
+            name,
+            str(row.get("provider", "")),
+            row["gpu"],
+            gpus,
+            price,
+            str(row["source"]),
+            str(row["as_of"]),
+            str(row.get("note", "")),
+        )
     return out
 
 

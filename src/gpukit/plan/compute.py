@@ -3,9 +3,9 @@
 GPU time = matmul FLOPs / (GEMM ceiling × model efficiency) + elementwise traffic / bandwidth; the host's Python and
 kernel-launch time per layer is added to it (measured: eager PyTorch + transformers on an H200 host does not hide
 it), and the optimizer's traffic on top. Decoding reports two figures: the bandwidth bound (weights + KV cache
-read once per token — what an optimised server approaches) and the eager transformers ``generate()`` estimate. The GEMM ceiling is this machine's measured one (``gpukit bench``) when present,
-else the datasheet peak × the practical fraction REFERENCE.md gives (80% H100/H200, 87% A100, 51% MI300X). The
-MFU printed is achieved model FLOPs / datasheet peak, so it can be compared across machines.
+read once per token — what an optimised server approaches) and the eager transformers ``generate()`` estimate.
+The GEMM ceiling is this machine's measured one (``gpukit bench``) when present, else the datasheet peak × the
+practical fraction REFERENCE.md gives (80% H100/H200, 87% A100, 51% MI300X). The MFU printed is achieved model FLOPs / datasheet peak, so it can be compared across machines.
 """
 
 from __future__ import annotations
@@ -21,8 +21,14 @@ from gpukit.plan.profiles import TIMING, TimingProfile
 __all__ = ["Ceilings", "TimeEstimate", "ceilings_for", "estimate_time", "step_flops"]
 
 # Large-GEMM rate achievable in practice as a fraction of the dense datasheet peak (REFERENCE.md).
-PRACTICAL_GEMM_FRACTION = {"h100-sxm": 0.80, "h100-pcie": 0.80, "h200-sxm": 0.80, "a100-40gb": 0.87,
-                           "a100-80gb": 0.87, "mi300x": 0.51}  # fmt: skip
+PRACTICAL_GEMM_FRACTION = {
+    "h100-sxm": 0.80,
+    "h100-pcie": 0.80,
+    "h200-sxm": 0.80,
+    "a100-40gb": 0.87,
+    "a100-80gb": 0.87,
+    "mi300x": 0.51,
+}
 DEFAULT_GEMM_FRACTION = 0.80  # other parts: assumed like H100 (labelled "assumed" in the output)
 PRACTICAL_BW_FRACTION = 0.87  # device copy reaches 4,175 of 4,800 GB/s on an H200 (MEASURING.md)
 
@@ -39,17 +45,17 @@ class Ceilings:
 def _matmul_dtype(spec: GpuSpec, s: PlanSettings, cnn: bool = False) -> str:
     if cnn and s.recipe == "fp32" and spec.peak_tflops("tf32"):
         return "tf32"  # cuDNN runs fp32 convolutions on TF32 tensor cores by default
-    if s.task == "infer":
-        want = "fp16" if s.dtype == "fp16" else "bf16"
-    else:
-        want = "fp32" if s.recipe == "fp32" else "bf16"
+    want = "bf16"
+    if (s.task == "infer" and s.dtype == "fp16") or (s.task == "train" and s.recipe == "fp32"):
+        want = s.dtype if s.task == "infer" else "fp32"
     if spec.peak_tflops(want) is None and want == "bf16":
         want = "fp16" if spec.peak_tflops("fp16") else "fp32"  # V100/T4: no bf16 tensor cores
     return want
 
 
-def ceilings_for(spec: GpuSpec, s: PlanSettings, measured: dict[str, float] | None = None,
-                 cnn: bool = False) -> Ceilings:  # fmt: skip
+def ceilings_for(
+    spec: GpuSpec, s: PlanSettings, measured: dict[str, float] | None = None, cnn: bool = False
+) -> Ceilings:
     """Ceilings for one GPU; ``measured`` ({"bf16_tflops": …, "bandwidth_gbps": …}) wins when it has the dtype."""
     dtype = _matmul_dtype(spec, s, cnn)
     peak = spec.peak_tflops(dtype) or 0.0
@@ -97,8 +103,9 @@ class TimeEstimate:
         return asdict(self)
 
 
-def _train_time(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, c: Ceilings, t: TimingProfile,
-                work: float | None) -> TimeEstimate:  # fmt: skip
+def _train_time(
+    model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, c: Ceilings, t: TimingProfile, work: float | None
+) -> TimeEstimate:
     flops = step_flops(model, s) / s.gpus
     compute = flops / (c.gemm_tflops * 1e12 * t.gemm_efficiency)
     bw = c.bandwidth_gbps * 1e9
@@ -118,14 +125,22 @@ def _train_time(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, c: Ceil
     per_step = s.batch * s.dp * (s.seq if isinstance(model, TransformerSpec) else 1)
     steps = None if work is None else max(1, round(work / per_step))
     return TimeEstimate(
-        task="train", mfu=(step_flops(model, s) / s.gpus) / (step * c.peak_tflops * 1e12) if c.peak_tflops else None,
-        ceilings_source=c.source, matmul_dtype=c.matmul_dtype, step_s=step, tokens_per_s=per_step / step,
-        total_s=None if steps is None else steps * step, steps=steps, gpu_s=gpu, host_s=host,
-    )  # fmt: skip
+        task="train",
+        mfu=(step_flops(model, s) / s.gpus) / (step * c.peak_tflops * 1e12) if c.peak_tflops else None,
+        ceilings_source=c.source,
+        matmul_dtype=c.matmul_dtype,
+        step_s=step,
+        tokens_per_s=per_step / step,
+        total_s=None if steps is None else steps * step,
+        steps=steps,
+        gpu_s=gpu,
+        host_s=host,
+    )
 
 
-def _decode_time(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, c: Ceilings,
-                 t: TimingProfile) -> TimeEstimate:  # fmt: skip
+def _decode_time(
+    model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, c: Ceilings, t: TimingProfile
+) -> TimeEstimate:
     if not isinstance(model, TransformerSpec):
         per = mem.weights_bytes / (c.bandwidth_gbps * 1e9)
         return TimeEstimate("infer", None, c.source, c.matmul_dtype, per_token_s=per, gpu_s=per)
@@ -140,16 +155,29 @@ def _decode_time(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, c: Cei
     total = prefill + max(0, s.new_tokens - 1) * per_token
     flops = 2 * model.active_params * s.batch * (s.prompt + s.new_tokens) / s.tp
     return TimeEstimate(
-        task="infer", mfu=flops / (total * c.peak_tflops * 1e12) if c.peak_tflops else None,
-        ceilings_source=c.source, matmul_dtype=c.matmul_dtype, tokens_per_s=s.batch * s.new_tokens / total,
-        total_s=total, prefill_s=prefill, per_token_s=per_token, gpu_s=gpu, host_s=host,
+        task="infer",
+        mfu=flops / (total * c.peak_tflops * 1e12) if c.peak_tflops else None,
+        ceilings_source=c.source,
+        matmul_dtype=c.matmul_dtype,
+        tokens_per_s=s.batch * s.new_tokens / total,
+        total_s=total,
+        prefill_s=prefill,
+        per_token_s=per_token,
+        gpu_s=gpu,
+        host_s=host,
         bandwidth_bound_tokens_per_s=s.batch / gpu,
-    )  # fmt: skip
+    )
 
 
-def estimate_time(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, spec: GpuSpec,
-                  measured: dict[str, float] | None = None, work: float | None = None,
-                  timing: TimingProfile = TIMING) -> TimeEstimate:  # fmt: skip
+def estimate_time(
+    model: ModelSpec,
+    s: PlanSettings,
+    mem: MemoryBreakdown,
+    spec: GpuSpec,
+    measured: dict[str, float] | None = None,
+    work: float | None = None,
+    timing: TimingProfile = TIMING,
+) -> TimeEstimate:
     """Time on ``spec`` GPUs; ``work`` is the number of tokens (transformers) or samples (CNNs) to train on."""
     c = ceilings_for(spec, s, measured, cnn=isinstance(model, CnnSpec))
     if s.task == "train":

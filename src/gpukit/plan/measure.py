@@ -56,8 +56,9 @@ def _hf_model(model: TransformerSpec, s: PlanSettings, dtype: Any) -> Any:
     try:
         import transformers
     except ImportError as exc:
-        raise BackendUnavailable("--measure of a transformer needs transformers",
-                                 hint="pip install 'transformers>=4.44,<6'") from exc  # fmt: skip
+        raise BackendUnavailable(
+            "--measure of a transformer needs transformers", hint="pip install 'transformers>=4.44,<6'"
+        ) from exc
     cfg = dict(model.hf_config)
     model_type = cfg.pop("model_type", "llama")
     config = transformers.AutoConfig.for_model(model_type, **cfg)
@@ -161,14 +162,18 @@ def _train(torch: Any, model: ModelSpec, s: PlanSettings, steps: int) -> Measure
                 phases[f"{name}_end_allocated_bytes"] = int(torch.cuda.memory_allocated())
         end.record()
         end.synchronize()  # wait for this step's kernels before reading its time
-        if step >= 2 or steps <= 2 and step == 1:
+        if step >= 2 or (steps <= 2 and step == 1):
             times.append(start.elapsed_time(end) / 1e3)
     peak = max(v for k, v in phases.items() if k.endswith("peak_allocated_bytes"))
     return Measurement(
-        device_name=torch.cuda.get_device_name(), peak_allocated_bytes=max(peak, int(torch.cuda.max_memory_allocated())),
-        peak_reserved_bytes=int(torch.cuda.max_memory_reserved()), step_s=statistics.median(times),
-        step_samples_s=times, phases=phases, versions=_versions(torch),
-    )  # fmt: skip
+        device_name=torch.cuda.get_device_name(),
+        peak_allocated_bytes=max(peak, int(torch.cuda.max_memory_allocated())),
+        peak_reserved_bytes=int(torch.cuda.max_memory_reserved()),
+        step_s=statistics.median(times),
+        step_samples_s=times,
+        phases=phases,
+        versions=_versions(torch),
+    )
 
 
 def _infer(torch: Any, model: ModelSpec, s: PlanSettings) -> Measurement:
@@ -190,11 +195,14 @@ def _infer(torch: Any, model: ModelSpec, s: PlanSettings) -> Measurement:
         end.record()
         end.synchronize()
     return Measurement(
-        device_name=torch.cuda.get_device_name(), peak_allocated_bytes=int(torch.cuda.max_memory_allocated()),
-        peak_reserved_bytes=int(torch.cuda.max_memory_reserved()), generate_s=start.elapsed_time(end) / 1e3,
-        new_tokens=int(out.shape[1] - s.prompt), phases={"before_generate_allocated_bytes": base},
+        device_name=torch.cuda.get_device_name(),
+        peak_allocated_bytes=int(torch.cuda.max_memory_allocated()),
+        peak_reserved_bytes=int(torch.cuda.max_memory_reserved()),
+        generate_s=start.elapsed_time(end) / 1e3,
+        new_tokens=int(out.shape[1] - s.prompt),
+        phases={"before_generate_allocated_bytes": base},
         versions=_versions(torch),
-    )  # fmt: skip
+    )
 
 
 def _versions(torch: Any) -> dict[str, str]:
@@ -215,8 +223,10 @@ def measure(model: ModelSpec, s: PlanSettings, steps: int = 4) -> Measurement:
     try:
         return _train(torch, model, s, steps) if s.task == "train" else _infer(torch, model, s)
     except torch.cuda.OutOfMemoryError as exc:
-        raise DeviceError(f"out of GPU memory while measuring: {str(exc).splitlines()[0]}",
-                          hint="the plan does not fit this GPU; lower --batch/--seq") from exc  # fmt: skip
+        raise DeviceError(
+            f"out of GPU memory while measuring: {str(exc).splitlines()[0]}",
+            hint="the plan does not fit this GPU; lower --batch/--seq",
+        ) from exc
     finally:
         torch.cuda.empty_cache()
 
@@ -242,61 +252,63 @@ def save_validation(record: dict[str, Any], db_path: Path | None = None) -> Path
         con.execute(
             "INSERT INTO plan_validations (created_at, host, device, model, task, predicted_allocated_bytes, "
             "measured_allocated_bytes, predicted_time_s, measured_time_s, record_json) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (time.time(), socket.gethostname(), record.get("device"), record.get("model"), record.get("task"),
-             record.get("predicted_allocated_bytes"), record.get("measured_allocated_bytes"),
-             record.get("predicted_time_s"), record.get("measured_time_s"), json.dumps(record, default=str)),
-        )  # fmt: skip
+            (
+                time.time(),
+                socket.gethostname(),
+                record.get("device"),
+                record.get("model"),
+                record.get("task"),
+                record.get("predicted_allocated_bytes"),
+                record.get("measured_allocated_bytes"),
+                record.get("predicted_time_s"),
+                record.get("measured_time_s"),
+                json.dumps(record, default=str),
+            ),
+        )
     return path
 
 
 def load_ceilings(db_path: Path | None = None, device_name: str | None = None) -> dict[str, Any] | None:
-    """This machine's measured GEMM/bandwidth ceilings from the bench history, or None when there are none.
+    """This machine's measured ceilings from the `gpukit bench` history, or None when there are none.
 
-    Prefers ``gpukit.bench.store.latest_ceilings`` when the bench package provides it; otherwise reads any table
-    whose name contains "ceiling" defensively, expecting columns like (host, name|dtype, value|tflops|gbps).
+    Reads the bench store's SQLite schema (``runs.ceilings_json`` for the copy bandwidth and GPU name, GEMM rows of
+    ``results`` for TFLOP/s per dtype) directly, so `plan` does not import `bench`; any surprise → None.
+    Returns e.g. ``{"device": "NVIDIA H200", "bandwidth_gbps": 4175.0, "bf16_tflops": 750.0}``.
     """
     path = db_path or default_db_path()
-    try:
-        from gpukit.bench import store  # type: ignore[attr-defined]
-
-        getter = getattr(store, "latest_ceilings", None)
-        if getter is not None:
-            found = getter(path) if path.exists() else None
-            return dict(found) if found else None
-    except Exception:  # noqa: BLE001 - the bench store is optional and may be mid-development
-        pass
     if not path.exists():
         return None
     try:
-        return _read_ceilings(path, socket.gethostname(), device_name)
-    except sqlite3.Error:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+            return _read_bench_run(con, socket.gethostname(), device_name)
+    except (sqlite3.Error, ValueError, TypeError, KeyError):
         return None
 
 
-def _read_ceilings(path: Path, host: str, device_name: str | None) -> dict[str, Any] | None:
-    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
-        con.row_factory = sqlite3.Row
-        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        found: dict[str, Any] = {}
-        found_device = ""
-        for table in (t for t in tables if "ceiling" in t.lower()):
-            for row in con.execute(f'SELECT * FROM "{table}"'):  # noqa: S608 - names come from sqlite_master
-                d = {k.lower(): row[k] for k in row.keys()}  # noqa: SIM118 - sqlite3.Row
-                if d.get("host") not in (None, host):
-                    continue
-                if device_name and d.get("device") and device_name.lower() not in str(d["device"]).lower():
-                    continue
-                if d.get("device"):
-                    found_device = str(d["device"])
-                name = str(d.get("name") or d.get("dtype") or d.get("kind") or "").lower()
-                value = d.get("value") or d.get("tflops") or d.get("gbps")
-                if not isinstance(value, int | float):
-                    continue
-                if "bandwidth" in name or "copy" in name or "gbps" in name:
-                    found["bandwidth_gbps"] = float(value)
-                for dtype in ("bf16", "fp16", "fp32", "tf32", "fp8"):
-                    if dtype in name and ("gemm" in name or "tflops" in name or d.get("tflops")):
-                        found[f"{dtype}_tflops"] = float(value)
-        if found and found_device:
-            found["device"] = found_device
-        return found or None
+def _read_bench_run(con: sqlite3.Connection, host: str, device_name: str | None) -> dict[str, Any] | None:
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not {"runs", "results"} <= tables:
+        return None
+    for run_id, hostname, ceilings_json in con.execute(
+        "SELECT id, hostname, ceilings_json FROM runs ORDER BY id DESC"
+    ).fetchall():
+        ceilings = json.loads(ceilings_json or "{}")
+        gpu = ceilings.get("gpu_name")
+        if hostname not in (None, host) or not gpu:
+            continue
+        if device_name and device_name.lower() not in str(gpu).lower():
+            continue
+        found: dict[str, Any] = {"device": str(gpu)}
+        if ceilings.get("d2d_copy_gbps"):
+            found["bandwidth_gbps"] = float(ceilings["d2d_copy_gbps"])
+        rows = con.execute(
+            "SELECT row_json FROM results WHERE run_id = ? AND workload = 'gemm' AND device = 'cuda' AND status = 'ok'",
+            (run_id,),
+        ).fetchall()
+        for (row_json,) in rows:
+            row = json.loads(row_json)
+            key = f"{row.get('dtype')}_tflops"
+            if row.get("tflops") and float(row["tflops"]) > found.get(key, 0.0):
+                found[key] = float(row["tflops"])  # the largest size's rate: closest to the ceiling
+        return found if len(found) > 1 else None
+    return None

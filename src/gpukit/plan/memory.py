@@ -92,7 +92,10 @@ def validate(model: ModelSpec, s: PlanSettings) -> None:
         (s.recipe in RECIPES, f"--recipe must be one of {', '.join(RECIPES)}"),
         (s.optimizer in OPTIMIZERS, f"--optimizer must be one of {', '.join(OPTIMIZERS)}"),
         (s.shard in SHARDS, f"--shard must be one of {', '.join(SHARDS)}"),
-        (s.dtype in DTYPE_BYTES and s.dtype != "fp32" or s.task == "train", "--dtype must be bf16|fp16|fp8|int8|int4"),
+        (
+            s.task == "train" or (s.dtype in DTYPE_BYTES and s.dtype != "fp32"),
+            "--dtype must be bf16|fp16|fp8|int8|int4",
+        ),
         (s.kv_dtype in ("bf16", "fp16", "fp8", "int8", "fp32"), "--kv-dtype must be bf16|fp16|fp8|int8|fp32"),
         (s.attn in ("sdpa", "eager"), "--attn must be sdpa or eager"),
         (min(s.batch, s.seq, s.gpus, s.tp, s.prompt) >= 1 and s.new_tokens >= 0, "sizes must be positive"),
@@ -104,13 +107,11 @@ def validate(model: ModelSpec, s: PlanSettings) -> None:
     if s.tp > 1:
         if not isinstance(model, TransformerSpec):
             raise PlanError("--tp needs a transformer model", hint="use --gpus with --shard for CNNs")
-        if model.num_heads % s.tp or model.num_kv_heads % s.tp and s.tp % model.num_kv_heads:
+        if model.num_heads % s.tp or (model.num_kv_heads % s.tp and s.tp % model.num_kv_heads):
             raise PlanError(
                 f"--tp {s.tp} does not divide {model.num_heads} attention heads / {model.num_kv_heads} KV heads",
                 hint="tensor parallelism splits heads: pick a --tp that divides both head counts",
             )
-    if s.task == "infer" and isinstance(model, CnnSpec) and model.kind == "cnn" and model.family == "cnn":
-        return
 
 
 def _state_bytes(model: ModelSpec, s: PlanSettings) -> tuple[float, float, float, float, float]:
@@ -157,8 +158,10 @@ def activation_bytes(model: ModelSpec, s: PlanSettings) -> tuple[float, float, l
     m, p = model, profile_for(model.family, s.mode)
     sb = s.seq * s.batch
     layer = sb * (
-        p.per_h * m.hidden_size + p.per_i * m.intermediate_size * m.experts_per_token + p.per_kv * m.num_kv_heads * m.head_dim
-    )  # fmt: skip
+        p.per_h * m.hidden_size
+        + p.per_i * m.intermediate_size * m.experts_per_token
+        + p.per_kv * m.num_kv_heads * m.head_dim
+    )
     if s.attn == "eager":
         layer += p.eager_scores * m.num_heads * s.seq * sb
     elif m.num_kv_heads < m.num_heads:  # SDPA's fp32 path has no fused GQA kernel: the math fallback keeps probs
@@ -224,8 +227,15 @@ def estimate_training(model: ModelSpec, s: PlanSettings) -> MemoryBreakdown:
     backward_start = states + acts + logits
     optimizer_step = states + g + buckets + temp
     peak = max(backward_start, optimizer_step)
-    parts = {"weights_bytes": w, "gradients_bytes": g + buckets, "master_bytes": master, "optimizer_bytes": opt,
-             "activations_bytes": acts, "logits_bytes": logits, "kv_cache_bytes": 0.0}  # fmt: skip
+    parts = {
+        "weights_bytes": w,
+        "gradients_bytes": g + buckets,
+        "master_bytes": master,
+        "optimizer_bytes": opt,
+        "activations_bytes": acts,
+        "logits_bytes": logits,
+        "kv_cache_bytes": 0.0,
+    }
     notes.append(
         "peak at start of backward (activations + logits)"
         if backward_start >= optimizer_step
@@ -248,13 +258,20 @@ def estimate_inference(model: ModelSpec, s: PlanSettings) -> MemoryBreakdown:
         # Prefill working set of one layer (no autograd): residual, norm temporaries, and the MLP's act/up/product
         # in 16-bit — measured 8·h + 6·i bytes per prompt token on an H200.
         acts = s.batch * s.prompt * (8 * h + 6 * i) / s.tp
-        logits = s.batch * model.vocab_size * (2 + 4)  # last-position logits (generate keeps one) and fp32 copy
-    else:
+        logits = s.batch * model.vocab_size * (2.0 + 4.0)  # last-position logits (generate keeps one), fp32 copy
+    else:  # a CNN forward without autograd holds about two activations at a time; a bare count holds nothing
         w, kv, logits = model.params * per, 0.0, 0.0
-        acts = 2 * model.act_elems_per_sample * s.batch * per / max(1, 4) if model.family == "cnn" else 0.0
+        acts = 2.0 * model.act_elems_per_sample * s.batch * per / 4 if model.family == "cnn" else 0.0
     peak = w + kv + acts + logits
-    parts = {"weights_bytes": w, "gradients_bytes": 0.0, "master_bytes": 0.0, "optimizer_bytes": 0.0,
-             "activations_bytes": acts, "logits_bytes": logits, "kv_cache_bytes": kv}  # fmt: skip
+    parts = {
+        "weights_bytes": w,
+        "gradients_bytes": 0.0,
+        "master_bytes": 0.0,
+        "optimizer_bytes": 0.0,
+        "activations_bytes": acts,
+        "logits_bytes": logits,
+        "kv_cache_bytes": kv,
+    }
     return _finish(parts, peak, s, notes)
 
 

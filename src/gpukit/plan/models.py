@@ -95,20 +95,35 @@ class TransformerSpec:
 
     def matrix_shapes(self) -> list[tuple[int, int, int]]:
         """(rows, cols, count) of the 2-D weights: Adafactor factors these."""
-        h, a, k, d, i, L = (self.hidden_size, self.num_heads, self.num_kv_heads, self.head_dim,
-                            self.intermediate_size, self.num_layers)  # fmt: skip
+        h, a, k, d, i, L = (
+            self.hidden_size,
+            self.num_heads,
+            self.num_kv_heads,
+            self.head_dim,
+            self.intermediate_size,
+            self.num_layers,
+        )
         mlp = [(i, h, L * self.num_experts * (2 if self.gated_mlp else 1)), (h, i, L * self.num_experts)]
         heads = [(self.vocab_size, h, 1 if self.tied_embeddings else 2)]
         return [(a * d, h, L), (k * d, h, 2 * L), (h, a * d, L), *mlp, *heads]
 
     def describe(self) -> dict[str, Any]:
         return {
-            "kind": self.kind, "name": self.name, "family": self.family, "layers": self.num_layers,
-            "hidden": self.hidden_size, "heads": self.num_heads, "kv_heads": self.num_kv_heads,
-            "head_dim": self.head_dim, "ffn": self.intermediate_size, "vocab": self.vocab_size,
-            "gated_mlp": self.gated_mlp, "tied_embeddings": self.tied_embeddings, "experts": self.num_experts,
+            "kind": self.kind,
+            "name": self.name,
+            "family": self.family,
+            "layers": self.num_layers,
+            "hidden": self.hidden_size,
+            "heads": self.num_heads,
+            "kv_heads": self.num_kv_heads,
+            "head_dim": self.head_dim,
+            "ffn": self.intermediate_size,
+            "vocab": self.vocab_size,
+            "gated_mlp": self.gated_mlp,
+            "tied_embeddings": self.tied_embeddings,
+            "experts": self.num_experts,
             "experts_per_token": self.experts_per_token,
-        }  # fmt: skip
+        }
 
 
 @dataclass(frozen=True)
@@ -131,24 +146,46 @@ class CnnSpec:
         return self.params
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "family": self.family, "image_size": self.image_size,
-                "classes": self.num_classes, "act_elems_per_sample": self.act_elems_per_sample}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "family": self.family,
+            "image_size": self.image_size,
+            "classes": self.num_classes,
+            "act_elems_per_sample": self.act_elems_per_sample,
+        }
 
 
 ModelSpec = TransformerSpec | CnnSpec
 
 
 def _llama(v: int, h: int, layers: int, a: int, k: int, i: int, **extra: Any) -> dict[str, Any]:
-    cfg = {"model_type": "llama", "vocab_size": v, "hidden_size": h, "num_hidden_layers": layers,
-           "num_attention_heads": a, "num_key_value_heads": k, "intermediate_size": i,
-           "tie_word_embeddings": False, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5}  # fmt: skip
+    cfg = {
+        "model_type": "llama",
+        "vocab_size": v,
+        "hidden_size": h,
+        "num_hidden_layers": layers,
+        "num_attention_heads": a,
+        "num_key_value_heads": k,
+        "intermediate_size": i,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-5,
+    }
     cfg.update(extra)
     return cfg
 
 
 def _gpt2(h: int, layers: int, a: int) -> dict[str, Any]:
-    return {"model_type": "gpt2", "vocab_size": 50257, "n_embd": h, "n_layer": layers, "n_head": a,
-            "n_positions": 1024, "tie_word_embeddings": True}  # fmt: skip
+    return {
+        "model_type": "gpt2",
+        "vocab_size": 50257,
+        "n_embd": h,
+        "n_layer": layers,
+        "n_head": a,
+        "n_positions": 1024,
+        "tie_word_embeddings": True,
+    }
 
 
 # Published configs (Hugging Face hub config.json of each model), reduced to the fields the planner reads.
@@ -159,12 +196,33 @@ TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
     "llama-3-8b": _llama(128256, 4096, 32, 32, 8, 14336, max_position_embeddings=8192, rope_theta=500000.0),
     "llama-3-70b": _llama(128256, 8192, 80, 64, 8, 28672, max_position_embeddings=8192, rope_theta=500000.0),
     "mistral-7b": _llama(32000, 4096, 32, 32, 8, 14336, model_type="mistral", max_position_embeddings=32768),
-    "qwen2-0.5b": _llama(151936, 896, 24, 14, 2, 4864, model_type="qwen2", tie_word_embeddings=True,
-                         max_position_embeddings=32768, rms_norm_eps=1e-6),  # fmt: skip
-    "qwen2-7b": _llama(152064, 3584, 28, 28, 4, 18944, model_type="qwen2", max_position_embeddings=32768,
-                       rms_norm_eps=1e-6),  # fmt: skip
-    "mixtral-8x7b": _llama(32000, 4096, 32, 32, 8, 14336, model_type="mixtral", num_local_experts=8,
-                           num_experts_per_tok=2, max_position_embeddings=32768),  # fmt: skip
+    "qwen2-0.5b": _llama(
+        151936,
+        896,
+        24,
+        14,
+        2,
+        4864,
+        model_type="qwen2",
+        tie_word_embeddings=True,
+        max_position_embeddings=32768,
+        rms_norm_eps=1e-6,
+    ),
+    "qwen2-7b": _llama(
+        152064, 3584, 28, 28, 4, 18944, model_type="qwen2", max_position_embeddings=32768, rms_norm_eps=1e-6
+    ),
+    "mixtral-8x7b": _llama(
+        32000,
+        4096,
+        32,
+        32,
+        8,
+        14336,
+        model_type="mixtral",
+        num_local_experts=8,
+        num_experts_per_tok=2,
+        max_position_embeddings=32768,
+    ),
     "gpt2": _gpt2(768, 12, 12),
     "gpt2-medium": _gpt2(1024, 24, 16),
     "gpt2-large": _gpt2(1280, 36, 20),
@@ -173,7 +231,9 @@ TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
 
 # CNN constants counted from the torch modules (tests/unit/plan/test_models.py re-counts them when torch is here).
 CNN_PRESETS: dict[str, CnnSpec] = {
-    "resnet50": CnnSpec("resnet50", "cnn", 25_557_032, 224, 1000, 22_983_656, 8_178_368_512, "torchvision:resnet50", 54),
+    "resnet50": CnnSpec(
+        "resnet50", "cnn", 25_557_032, 224, 1000, 22_983_656, 8_178_368_512, "torchvision:resnet50", 54
+    ),
     "seed-cnn": CnnSpec("seed-cnn", "cnn", 3_937_409, 64, 2, 227_681, 14_515_200, "gpukit:seed_cnn", 3, 0.75),
 }
 
@@ -210,16 +270,24 @@ def parse_hf_config(cfg: dict[str, Any], name: str = "config", src: str = "") ->
     if model_type == "gpt2":
         h = _positive_int(_get(cfg, "n_embd", "hidden_size", src=src), "n_embd", src)
         spec = TransformerSpec(
-            name=name, family="gpt2",
-            vocab_size=_positive_int(_get(cfg, "vocab_size", src=src), "vocab_size", src), hidden_size=h,
+            name=name,
+            family="gpt2",
+            vocab_size=_positive_int(_get(cfg, "vocab_size", src=src), "vocab_size", src),
+            hidden_size=h,
             num_layers=_positive_int(_get(cfg, "n_layer", "num_hidden_layers", src=src), "n_layer", src),
             num_heads=(a := _positive_int(_get(cfg, "n_head", "num_attention_heads", src=src), "n_head", src)),
-            num_kv_heads=a, head_dim=h // a, intermediate_size=int(cfg.get("n_inner") or 4 * h),
-            gated_mlp=False, tied_embeddings=bool(cfg.get("tie_word_embeddings", True)), layernorm=True,
-            qkv_bias=True, out_bias=True, mlp_bias=True,
+            num_kv_heads=a,
+            head_dim=h // a,
+            intermediate_size=int(cfg.get("n_inner") or 4 * h),
+            gated_mlp=False,
+            tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+            layernorm=True,
+            qkv_bias=True,
+            out_bias=True,
+            mlp_bias=True,
             learned_positions=_positive_int(_get(cfg, "n_positions", default=1024, src=src), "n_positions", src),
             hf_config=cfg,
-        )  # fmt: skip
+        )
     else:
         if model_type and model_type not in LLAMA_LIKE:
             raise PlanError(
@@ -234,16 +302,24 @@ def parse_hf_config(cfg: dict[str, Any], name: str = "config", src: str = "") ->
         d = _positive_int(cfg.get("head_dim") or h // a, "head_dim", src)
         experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 1)
         spec = TransformerSpec(
-            name=name, family=model_type or "llama",
-            vocab_size=_positive_int(_get(cfg, "vocab_size", src=src), "vocab_size", src), hidden_size=h,
+            name=name,
+            family=model_type or "llama",
+            vocab_size=_positive_int(_get(cfg, "vocab_size", src=src), "vocab_size", src),
+            hidden_size=h,
             num_layers=_positive_int(_get(cfg, "num_hidden_layers", "n_layers", src=src), "num_hidden_layers", src),
-            num_heads=a, num_kv_heads=k, head_dim=d,
+            num_heads=a,
+            num_kv_heads=k,
+            head_dim=d,
             intermediate_size=_positive_int(_get(cfg, "intermediate_size", src=src), "intermediate_size", src),
-            gated_mlp=True, tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            qkv_bias=bool(cfg.get("attention_bias", model_type == "qwen2")), out_bias=bool(cfg.get("attention_bias")),
-            mlp_bias=bool(cfg.get("mlp_bias", False)), num_experts=experts,
-            experts_per_token=int(cfg.get("num_experts_per_tok") or 1) if experts > 1 else 1, hf_config=cfg,
-        )  # fmt: skip
+            gated_mlp=True,
+            tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            qkv_bias=bool(cfg.get("attention_bias", model_type == "qwen2")),
+            out_bias=bool(cfg.get("attention_bias")),
+            mlp_bias=bool(cfg.get("mlp_bias", False)),
+            num_experts=experts,
+            experts_per_token=int(cfg.get("num_experts_per_tok") or 1) if experts > 1 else 1,
+            hf_config=cfg,
+        )
     return spec
 
 
@@ -294,8 +370,9 @@ def load_model(model: str | None, params: str | None = None) -> ModelSpec:
         return CNN_PRESETS[key]
     path = Path(model).expanduser()
     if path.exists() or model.endswith(".json") or "/" in model:
-        return parse_hf_config(_read_config(path), name=path.parent.name if path.is_file() else path.name,
-                               src=f" {path}")  # fmt: skip
+        return parse_hf_config(
+            _read_config(path), name=path.parent.name if path.is_file() else path.name, src=f" {path}"
+        )
     near = difflib.get_close_matches(key, preset_names(), n=3, cutoff=0.5)
     hint = f"did you mean {', '.join(near)}?" if near else f"known presets: {', '.join(preset_names())}"
     raise PlanError(f"unknown model '{model}' (not a preset, not a file)", hint=hint)

@@ -58,8 +58,14 @@ CNN_PROFILES: dict[str, CnnProfile] = {
 }
 
 # Families that share the Llama decoder layer use its profile.
-FAMILY_ALIAS = {"mistral": "llama", "qwen2": "llama", "qwen3": "llama", "mixtral": "llama", "gemma": "llama",
-                "phi3": "llama"}  # fmt: skip
+FAMILY_ALIAS = {
+    "mistral": "llama",
+    "qwen2": "llama",
+    "qwen3": "llama",
+    "mixtral": "llama",
+    "gemma": "llama",
+    "phi3": "llama",
+}
 
 
 def profile_for(family: str, mode: str) -> ActivationProfile:

@@ -10,8 +10,17 @@ from typing import Any
 import pytest
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "plan"
-MEMORY_KEYS = ("weights_bytes", "gradients_bytes", "master_bytes", "optimizer_bytes", "activations_bytes",
-               "logits_bytes", "kv_cache_bytes", "overhead_bytes", "total_bytes")  # fmt: skip
+MEMORY_KEYS = (
+    "weights_bytes",
+    "gradients_bytes",
+    "master_bytes",
+    "optimizer_bytes",
+    "activations_bytes",
+    "logits_bytes",
+    "kv_cache_bytes",
+    "overhead_bytes",
+    "total_bytes",
+)
 
 
 def plan_json(run_cli: Callable[..., Any], *args: str) -> dict[str, Any]:
@@ -51,8 +60,10 @@ def test_inference_kv_cache_and_fewest_gpus(run_cli: Callable[..., Any]) -> None
 
 def test_prices_override(run_cli: Callable[..., Any], tmp_path: Path) -> None:
     f = tmp_path / "p.toml"
-    f.write_text('[instance."cheap-h200"]\ngpu = "h200-sxm"\ngpus = 1\nusd_per_hour = 0.01\nsource = "test"\n'
-                 'as_of = "2026-11-30"\n')  # fmt: skip
+    f.write_text(
+        '[instance."cheap-h200"]\ngpu = "h200-sxm"\ngpus = 1\nusd_per_hour = 0.01\nsource = "test"\n'
+        'as_of = "2026-11-30"\n'
+    )
     d = plan_json(run_cli, "gpt2", "--seq", "1024", "--prices", str(f), "--tokens", "1M")
     assert d["cost"][0]["instance"] == "cheap-h200"
 

@@ -47,7 +47,11 @@ def test_model_state_bytes_per_param(recipe: str, w: int, g: int, master: int, o
     n = 1_000_000_000
     mem = estimate_memory(load_model(None, "1B"), PlanSettings(task="train", recipe=recipe))
     assert (mem.weights_bytes, mem.gradients_bytes, mem.master_bytes, mem.optimizer_bytes) == (
-        w * n, g * n, master * n, opt * n)  # fmt: skip
+        w * n,
+        g * n,
+        master * n,
+        opt * n,
+    )
 
 
 @pytest.mark.parametrize(("opt", "per_param"), [("sgd", 4), ("adam8bit", 2)])
@@ -111,8 +115,14 @@ def test_activations_scale_and_checkpointing_saves() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [dict(recipe="fp16"), dict(optimizer="lion"), dict(shard="zero4"), dict(batch=0), dict(attn="flash3"),
-     dict(task="serve")],  # fmt: skip
+    [
+        dict(recipe="fp16"),
+        dict(optimizer="lion"),
+        dict(shard="zero4"),
+        dict(batch=0),
+        dict(attn="flash3"),
+        dict(task="serve"),
+    ],
 )
 def test_bad_settings_raise_plan_error(bad: dict[str, object]) -> None:
     with pytest.raises(PlanError):
@@ -121,8 +131,15 @@ def test_bad_settings_raise_plan_error(bad: dict[str, object]) -> None:
 
 # Peak allocated memory measured on an NVIDIA H200 (torch 2.11, transformers 5.17; benchmarks/plan_grid_*.md) —
 # the planner must stay within ±10 % of these.
-LLAMA_GQA = {"model_type": "llama", "vocab_size": 32000, "hidden_size": 1536, "num_hidden_layers": 16,
-             "num_attention_heads": 16, "num_key_value_heads": 4, "intermediate_size": 4096}  # fmt: skip
+LLAMA_GQA = {
+    "model_type": "llama",
+    "vocab_size": 32000,
+    "hidden_size": 1536,
+    "num_hidden_layers": 16,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 4,
+    "intermediate_size": 4096,
+}
 MEASURED = [
     ("gpt2", dict(recipe="fp32", batch=8, seq=512), 8.576),
     ("gpt2", dict(recipe="amp-bf16", batch=8, seq=1024), 13.162),

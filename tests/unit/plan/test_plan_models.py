@@ -128,8 +128,10 @@ def test_bad_config_files(fixture: str, message: str) -> None:
 
 def test_heads_not_multiple_of_kv_heads(tmp_path: Path) -> None:
     bad = tmp_path / "config.json"
-    bad.write_text('{"model_type": "llama", "vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 1, '
-                   '"num_attention_heads": 4, "num_key_value_heads": 3, "intermediate_size": 64}')  # fmt: skip
+    bad.write_text(
+        '{"model_type": "llama", "vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 1, '
+        '"num_attention_heads": 4, "num_key_value_heads": 3, "intermediate_size": 64}'
+    )
     with pytest.raises(PlanError, match="multiple of 3 KV heads"):
         load_model(str(bad))
 
@@ -141,8 +143,9 @@ def test_unsupported_model_type(tmp_path: Path) -> None:
         load_model(str(bad))
 
 
-@pytest.mark.parametrize(("text", "n"), [("7B", 7_000_000_000), ("350m", 350_000_000), ("1.5b", 1_500_000_000),
-                                         ("124439808", 124_439_808)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "n"), [("7B", 7_000_000_000), ("350m", 350_000_000), ("1.5b", 1_500_000_000), ("124439808", 124_439_808)]
+)
 def test_param_count_parsing(text: str, n: int) -> None:
     assert parse_param_count(text) == n
 
@@ -154,8 +157,21 @@ def test_bad_param_counts(text: str) -> None:
 
 
 def test_presets_cover_the_issue() -> None:
-    wanted = {"llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2-0.5b",
-              "qwen2-7b", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "mixtral-8x7b"}  # fmt: skip
+    wanted = {
+        "llama-2-7b",
+        "llama-2-13b",
+        "llama-2-70b",
+        "llama-3-8b",
+        "llama-3-70b",
+        "mistral-7b",
+        "qwen2-0.5b",
+        "qwen2-7b",
+        "gpt2",
+        "gpt2-medium",
+        "gpt2-large",
+        "gpt2-xl",
+        "mixtral-8x7b",
+    }
     assert wanted <= set(TRANSFORMER_PRESETS)
     assert {"resnet50", "seed-cnn"} <= set(CNN_PRESETS)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import sqlite3
 from pathlib import Path
 
@@ -37,8 +38,7 @@ def test_ceilings_use_practical_fraction_and_measurement() -> None:
 
 
 def test_faster_gpu_is_faster_and_mfu_below_ceiling() -> None:
-    m, s = load_model("llama-2-7b"), PlanSettings(task="train", recipe="bf16", batch=8, seq=4096, gpus=8,
-                                                  shard="fsdp")  # fmt: skip
+    m, s = load_model("llama-2-7b"), PlanSettings(task="train", recipe="bf16", batch=8, seq=4096, gpus=8, shard="fsdp")
     mem = estimate_memory(m, s)
     a100 = estimate_time(m, s, mem, get_spec("a100-80gb"), work=1e9)
     h100 = estimate_time(m, s, mem, get_spec("h100-sxm"), work=1e9)
@@ -58,24 +58,66 @@ def test_decode_bandwidth_bound_reads_weights_once() -> None:
 
 def test_validation_history_roundtrip(tmp_path: Path) -> None:
     db = tmp_path / "results.db"
-    save_validation({"device": "NVIDIA H200", "model": "gpt2", "task": "train", "predicted_allocated_bytes": 10,
-                     "measured_allocated_bytes": 11, "predicted_time_s": 0.1, "measured_time_s": 0.12}, db)
-    save_validation({"device": "NVIDIA H200", "model": "gpt2", "task": "infer"}, db)  # fmt: skip
+    save_validation(
+        {
+            "device": "NVIDIA H200",
+            "model": "gpt2",
+            "task": "train",
+            "predicted_allocated_bytes": 10,
+            "measured_allocated_bytes": 11,
+            "predicted_time_s": 0.1,
+            "measured_time_s": 0.12,
+        },
+        db,
+    )
+    save_validation({"device": "NVIDIA H200", "model": "gpt2", "task": "infer"}, db)
     rows = sqlite3.connect(db).execute("SELECT model, measured_allocated_bytes FROM plan_validations").fetchall()
     assert rows == [("gpt2", 11), ("gpt2", None)]
+
+
+def _bench_db(path: Path) -> None:
+    """The bench store's schema (bench/store.py, schema version 1), reduced to the columns plan reads."""
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, hostname TEXT, gpu TEXT, ceilings_json TEXT)")
+    con.execute(
+        "CREATE TABLE results (id INTEGER PRIMARY KEY, run_id INTEGER, workload TEXT, backend TEXT, "
+        "device TEXT, size TEXT, status TEXT, row_json TEXT)"
+    )
+    con.execute(
+        "INSERT INTO runs VALUES (1, NULL, 'NVIDIA H200', ?)",
+        (json.dumps({"gpu_name": "NVIDIA H200", "d2d_copy_gbps": 4175.0}),),
+    )
+    rows = [
+        ("ok", {"dtype": "bf16", "tflops": 700.0}),
+        ("ok", {"dtype": "bf16", "tflops": 750.0}),
+        ("failed", {"dtype": "fp8", "tflops": 9999.0}),
+        ("ok", {"dtype": "fp32", "tflops": 50.0}),
+    ]
+    for status, row in rows:
+        con.execute(
+            "INSERT INTO results (run_id, workload, backend, device, size, status, row_json) "
+            "VALUES (1, 'gemm', 'torch', 'cuda', '8192', ?, ?)",
+            (status, json.dumps(row)),
+        )
+    con.commit()
+    con.close()
 
 
 def test_load_ceilings_absent_and_present(tmp_path: Path) -> None:
     db = tmp_path / "results.db"
     assert load_ceilings(db) is None
-    con = sqlite3.connect(db)
-    con.execute("CREATE TABLE ceilings (host TEXT, device TEXT, name TEXT, value REAL)")
-    con.executemany("INSERT INTO ceilings VALUES (NULL, 'NVIDIA H200', ?, ?)",
-                    [("gemm_bf16_tflops", 750.0), ("d2d_copy_bandwidth_gbps", 4175.0)])  # fmt: skip
-    con.commit()
-    con.close()
+    _bench_db(db)
     found = load_ceilings(db)
-    assert found == {"bf16_tflops": 750.0, "bandwidth_gbps": 4175.0, "device": "NVIDIA H200"}
+    assert found == {"device": "NVIDIA H200", "bandwidth_gbps": 4175.0, "bf16_tflops": 750.0, "fp32_tflops": 50.0}
+    assert load_ceilings(db, device_name="A100") is None
+
+
+def test_load_ceilings_ignores_foreign_files(tmp_path: Path) -> None:
+    db = tmp_path / "other.db"
+    sqlite3.connect(db).execute("CREATE TABLE runs (x TEXT)").connection.commit()
+    assert load_ceilings(db) is None
+    (tmp_path / "junk.db").write_text("not sqlite")
+    assert load_ceilings(tmp_path / "junk.db") is None
 
 
 def test_measured_ceilings_only_apply_to_their_gpu() -> None:
