@@ -5,7 +5,8 @@ kernel-launch time per layer is added to it (measured: eager PyTorch + transform
 it), and the optimizer's traffic on top. Decoding reports two figures: the bandwidth bound (weights + KV cache
 read once per token — what an optimised server approaches) and the eager transformers ``generate()`` estimate.
 The GEMM ceiling is this machine's measured one (``gpukit bench``) when present, else the datasheet peak × the
-practical fraction REFERENCE.md gives (80% H100/H200, 87% A100, 51% MI300X). The MFU printed is achieved model FLOPs / datasheet peak, so it can be compared across machines.
+practical fraction REFERENCE.md gives (80% H100/H200, 87% A100, 51% MI300X). The MFU printed is achieved model
+FLOPs / datasheet peak, so it can be compared across machines.
 """
 
 from __future__ import annotations
