@@ -25,6 +25,10 @@ from gpukit.plan.models import CnnSpec, ModelSpec, TransformerSpec
 
 __all__ = ["Measurement", "default_db_path", "load_ceilings", "measure", "save_validation"]
 
+# Where models and batches live. Tests point it at "cpu" with torch.cuda's timing/memory calls stubbed, so the
+# whole path runs without a GPU; the numbers only mean something on CUDA.
+DEVICE = "cuda"
+
 
 @dataclass
 class Measurement:
@@ -47,7 +51,7 @@ def _torch() -> Any:
         import torch
     except ImportError as exc:
         raise BackendUnavailable("--measure needs PyTorch", hint="pip install 'gpukit[torch]'") from exc
-    if not torch.cuda.is_available():
+    if DEVICE == "cuda" and not torch.cuda.is_available():
         raise DeviceError("--measure needs a CUDA GPU (PyTorch sees none)", hint="run it on a machine with a GPU")
     return torch
 
@@ -70,10 +74,11 @@ def _hf_model(model: TransformerSpec, s: PlanSettings, dtype: Any) -> Any:
         return transformers.AutoModelForCausalLM.from_config(config, torch_dtype=dtype, **kwargs)
 
 
-def build_module(model: ModelSpec, s: PlanSettings, device: str = "cuda") -> Any:
+def build_module(model: ModelSpec, s: PlanSettings, device: str | None = None) -> Any:
     """The real module, random weights, on ``device``, in the recipe's weight dtype."""
     import torch
 
+    device = device or DEVICE
     dtype = torch.bfloat16 if (s.task == "infer" or s.recipe in ("bf16", "bf16-master")) else torch.float32
     if s.task == "infer" and s.dtype == "fp16":
         dtype = torch.float16
@@ -107,12 +112,12 @@ def _optimizer(torch: Any, params: Any, name: str) -> Any:
 
 def _batch(torch: Any, model: ModelSpec, s: PlanSettings) -> tuple[Any, Any]:
     if isinstance(model, TransformerSpec):
-        ids = torch.randint(0, model.vocab_size, (s.batch, s.seq), device="cuda")
+        ids = torch.randint(0, model.vocab_size, (s.batch, s.seq), device=DEVICE)
         return ids, ids
     dtype = torch.bfloat16 if s.recipe == "bf16" else torch.float32  # the input matches the weights
-    x = torch.randn(s.batch, 3, model.image_size, model.image_size, device="cuda", dtype=dtype)
+    x = torch.randn(s.batch, 3, model.image_size, model.image_size, device=DEVICE, dtype=dtype)
     classes = 1 if model.num_classes == 2 else model.num_classes
-    y = torch.randint(0, max(2, classes), (s.batch,), device="cuda")
+    y = torch.randint(0, max(2, classes), (s.batch,), device=DEVICE)
     return x, (y.float().unsqueeze(1) if classes == 1 else y)
 
 
@@ -135,7 +140,7 @@ def _train(torch: Any, model: ModelSpec, s: PlanSettings, steps: int) -> Measure
     module.train()
     opt = _optimizer(torch, module.parameters(), s.optimizer)
     x, y = _batch(torch, model, s)
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if s.recipe == "amp-bf16" else contextlib.nullcontext()
+    amp = torch.autocast(DEVICE, dtype=torch.bfloat16) if s.recipe == "amp-bf16" else contextlib.nullcontext()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     phases: dict[str, int] = {}
@@ -182,7 +187,7 @@ def _infer(torch: Any, model: ModelSpec, s: PlanSettings) -> Measurement:
     if s.dtype not in ("bf16", "fp16") or s.kv_dtype not in ("bf16", "fp16"):
         raise PlanError("--measure generates in bf16/fp16 only (quantised kernels are not built in)")
     module = build_module(model, s).eval()
-    ids = torch.randint(0, model.vocab_size, (s.batch, s.prompt), device="cuda")
+    ids = torch.randint(0, model.vocab_size, (s.batch, s.prompt), device=DEVICE)
     kwargs = {"do_sample": False, "use_cache": True, "pad_token_id": 0, "eos_token_id": None}
     with torch.inference_mode():
         module.generate(ids[:, :16], max_new_tokens=4, min_new_tokens=4, **kwargs)  # warm-up, not timed
