@@ -121,6 +121,7 @@ def _train_time(
     else:
         traffic = mem.activations_bytes * t.cnn_elementwise_passes / bw
         host = model.weight_layers * t.host_s_per_layer_cnn
+        host += t.host_s_per_step_cnn_amp if s.recipe == "amp-bf16" else 0.0
     gpu = compute + traffic + optimizer
     step = gpu + host
     per_step = s.batch * s.dp * (s.seq if isinstance(model, TransformerSpec) else 1)
@@ -146,12 +147,13 @@ def _decode_time(
         per = mem.weights_bytes / (c.bandwidth_gbps * 1e9)
         return TimeEstimate("infer", None, c.source, c.matmul_dtype, per_token_s=per, gpu_s=per)
     layers = model.num_layers
+    per_layer = t.host_s_per_layer_decode_gpt2 if model.family == "gpt2" else t.host_s_per_layer_decode
     prefill_flops = 2 * model.active_params * s.batch * s.prompt / s.tp
     prefill = prefill_flops / (c.gemm_tflops * 1e12 * t.gemm_efficiency)
-    prefill = max(prefill, layers * t.host_s_per_layer_decode + t.host_s_per_token)
+    prefill = max(prefill, layers * per_layer + t.host_s_per_token) + t.host_s_per_generate
     kv_avg = mem.kv_cache_bytes * (s.prompt + s.new_tokens / 2) / max(1, s.prompt + s.new_tokens)
     gpu = (mem.weights_bytes + kv_avg) / (c.bandwidth_gbps * 1e9)
-    host = layers * t.host_s_per_layer_decode + t.host_s_per_token
+    host = layers * per_layer + t.host_s_per_token
     per_token = gpu + host
     total = prefill + max(0, s.new_tokens - 1) * per_token
     flops = 2 * model.active_params * s.batch * (s.prompt + s.new_tokens) / s.tp
