@@ -3,7 +3,7 @@
 Peak memory is ``torch.cuda.max_memory_allocated/reserved`` after ``reset_peak_memory_stats`` (the CUDA context is
 outside both). Training runs ≥ 2 steps because Adam allocates its state at the first ``step()``: step 1 is the
 warm-up (not timed), the later steps are timed with CUDA events and the peak covers all of them. Inference times
-one ``generate()`` after a short warm-up generation. Needs torch with CUDA (and transformers for transformers).
+one ``generate()`` after a warm-up ``generate()`` on the same shapes. Needs torch with CUDA (and transformers for transformers).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _hf_model(model: TransformerSpec, s: PlanSettings, dtype: Any) -> Any:
         import transformers
     except ImportError as exc:
         raise BackendUnavailable(
-            "--measure of a transformer needs transformers", hint="pip install 'transformers>=4.44,<6'"
+            "--measure of a transformer needs transformers", hint="pip install 'gpukit[plan]' (transformers>=4.44,<6)"
         ) from exc
     cfg = dict(model.hf_config)
     model_type = cfg.pop("model_type", "llama")
