@@ -3,7 +3,8 @@
 Peak memory is ``torch.cuda.max_memory_allocated/reserved`` after ``reset_peak_memory_stats`` (the CUDA context is
 outside both). Training runs ≥ 2 steps because Adam allocates its state at the first ``step()``: step 1 is the
 warm-up (not timed), the later steps are timed with CUDA events and the peak covers all of them. Inference times
-one ``generate()`` after a warm-up ``generate()`` on the same shapes. Needs torch with CUDA (and transformers for transformers).
+one ``generate()`` after a warm-up ``generate()`` on the same shapes. Needs torch with CUDA (and transformers for
+transformer models).
 """
 
 from __future__ import annotations
