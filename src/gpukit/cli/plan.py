@@ -62,22 +62,31 @@ def _fits_table(d: dict[str, Any]) -> Any:
     )
 
 
+def _rate(value: float | None, unit: str) -> str:
+    return "n/a" if value is None else f"{value:,.0f} {unit}"
+
+
 def _time_lines(d: dict[str, Any]) -> list[str]:
     t = d["time"]
-    mfu = "n/a" if t["mfu"] is None else f"{t['mfu']:.0%}"
+    mfu = "n/a" if t["mfu"] is None else f"{t['mfu']:.1%}"
     if t["task"] == "train":
         lines = [
             f"time on {t['gpu']}: {render.fmt_seconds(t['step_s'])} per step, "
-            f"{t['tokens_per_s']:,.0f} {t['work_unit']}/s, MFU {mfu} of datasheet peak ({t['ceilings_source']})"
+            f"{_rate(t['tokens_per_s'], t['work_unit'])}/s, MFU {mfu} of datasheet peak ({t['ceilings_source']})"
         ]
         if t["total_s"] is not None:
-            lines.append(f"  {t['work']:,.0f} {t['work_unit']} = {t['steps']:,} steps ≈ {t['total_s'] / 3600:,.2f} h")
+            lines.append(
+                f"  {t['work']:,.0f} {t['work_unit']} = {t['steps']:,} steps ≈ {render.fmt_seconds(t['total_s'])}"
+                f" ({t['total_s'] / 3600:,.2f} h)"
+            )
         return lines
+    if d["model"]["kind"] != "transformer":
+        return [f"time on {t['gpu']}: one pass reading the weights ≥ {render.fmt_seconds(t['per_token_s'])}"]
     return [
         f"time on {t['gpu']}: prefill {render.fmt_seconds(t['prefill_s'])}, "
         f"{render.fmt_seconds(t['per_token_s'])} per decode step with eager transformers generate() → "
-        f"{t['tokens_per_s']:,.0f} tokens/s; bandwidth bound {t['bandwidth_bound_tokens_per_s']:,.0f} tokens/s "
-        f"({t['ceilings_source']})"
+        f"{_rate(t['tokens_per_s'], 'tokens/s')}; bandwidth bound "
+        f"{_rate(t['bandwidth_bound_tokens_per_s'], 'tokens/s')} ({t['ceilings_source']})"
     ]
 
 
@@ -88,7 +97,7 @@ def _cost_table(d: dict[str, Any]) -> Any:
         if not c["fits"]:
             rows.append((c["instance"], gpus, f"${c['usd_per_hour']:,.3f}", "does not fit", "", "", ""))
             continue
-        hours = "n/a" if c["time_s"] is None else f"{c['time_s'] / 3600:,.2f} h"
+        hours = "n/a" if c["time_s"] is None else render.fmt_seconds(c["time_s"])
         usd = "n/a" if c["usd"] is None else f"${c['usd']:,.2f}"
         per_m = "n/a" if c["usd_per_million"] is None else f"${c['usd_per_million']:,.4f}"
         rows.append((c["instance"], gpus, f"${c['usd_per_hour']:,.3f}", c["layout"], hours, usd, per_m))
@@ -116,7 +125,7 @@ def _print_plan(d: dict[str, Any]) -> None:
         f"train, {s['recipe']}, {s['optimizer']}, batch {s['batch']}"
         + (f" × seq {s['seq']}" if m["kind"] == "transformer" else "")
         + (", checkpointing" if s["checkpointing"] else "")
-        + f", {s['gpus']} GPU(s) {s['shard']}"
+        + (f", {s['gpus']} GPUs {s['shard']}" if s["gpus"] > 1 else ", 1 GPU")
         + (f", tp {s['tp']}" if s["tp"] > 1 else "")
         if s["task"] == "train"
         else f"infer, {s['dtype']} weights, KV {s['kv_dtype']}, batch {s['batch']}, {s['prompt']} + {s['new_tokens']}"
@@ -252,7 +261,8 @@ def _run_measure(spec: Any, settings: Any, doc: dict[str, Any], db: Path | None)
     meas = measuring.measure(spec, settings)
     local = match_spec(meas.device_name) or get_spec("h100-sxm")
     mem = estimate_memory(spec, settings)
-    est = estimate_time(spec, settings, mem, local)
+    ceilings = measuring.load_ceilings(db, device_name=meas.device_name)
+    est = estimate_time(spec, settings, mem, local, {k: v for k, v in (ceilings or {}).items() if k != "device"})
     pred_time = est.step_s if settings.task == "train" else est.total_s
     cmp = _compare(doc, meas, pred_time)
     record = {

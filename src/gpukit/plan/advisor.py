@@ -219,8 +219,13 @@ def make_plan(
     costs = [_cost(model, s, inst, work, measured) for inst in load_catalog(prices)]
     costs.sort(key=lambda c: (not c.fits, c.usd if c.usd is not None else (c.usd_per_million or 1e30), c.time_s or 0.0))
     notes = []
-    if t.mfu is not None:
-        notes.append(f"time assumes MFU {t.mfu:.0%} of the {time_spec.name} datasheet peak ({t.ceilings_source})")
+    if s.task == "train" and t.mfu is not None:
+        notes.append(f"time assumes MFU {t.mfu:.1%} of the {time_spec.name} datasheet peak ({t.ceilings_source})")
+    if s.gpus > 1:
+        notes.append(
+            "time leaves out communication (all-reduce / all-gather / reduce-scatter): within one NVLink node "
+            "it mostly overlaps compute; across nodes it may not"
+        )
     return PlanResult(
         model=model.describe(),
         params=model.params,

@@ -1,8 +1,9 @@
 """`plan --measure`: build the model from its config with random weights, run it, measure what the planner predicted.
 
 Peak memory is ``torch.cuda.max_memory_allocated/reserved`` after ``reset_peak_memory_stats`` (the CUDA context is
-outside both). Training runs ≥ 2 steps because Adam allocates its state at the first ``step()``: step 1 is the
-warm-up (not timed), the later steps are timed with CUDA events and the peak covers all of them. Inference times
+outside both). Training runs 4 steps because Adam allocates its state at the first ``step()``: step 1 warms up,
+step 2 records the peak of each phase (forward, backward, optimizer) between synchronisations, steps 3–4 are timed
+with CUDA events (median) and the peak covers all of them. Inference times
 one ``generate()`` after a warm-up ``generate()`` on the same shapes. Needs torch with CUDA (and transformers for
 transformer models).
 """

@@ -104,6 +104,8 @@ def validate(model: ModelSpec, s: PlanSettings) -> None:
     for ok, message in checks:
         if not ok:
             raise PlanError(message)
+    if s.task == "infer" and isinstance(model, CnnSpec) and model.family == "cnn":
+        raise PlanError("inference planning covers transformers", hint="plan CNNs with --task train")
     if s.tp > 1:
         if not isinstance(model, TransformerSpec):
             raise PlanError("--tp needs a transformer model", hint="use --gpus with --shard for CNNs")

@@ -110,3 +110,14 @@ def test_measure_without_gpu_is_a_clear_failure(run_cli: Callable[..., Any]) -> 
 def test_list_presets(run_cli: Callable[..., Any]) -> None:
     r = run_cli("plan", "--list", "--json")
     assert r.exit_code == 0 and "llama-2-7b" in json.loads(r.stdout)
+
+
+def test_cnn_inference_is_refused_not_guessed(run_cli: Callable[..., Any]) -> None:
+    r = run_cli("plan", "resnet50", "--task", "infer")
+    assert r.exit_code == 2 and "--task train" in r.stderr
+
+
+def test_multi_gpu_notes_leave_out_communication(run_cli: Callable[..., Any]) -> None:
+    d = plan_json(run_cli, "llama-2-13b", "--gpus", "8", "--shard", "fsdp", "--seq", "4096")
+    assert any("communication" in n for n in d["memory_notes"])
+    assert d["overhead_bytes"] > 1.5 * 2**30  # NCCL's share per rank
