@@ -11,6 +11,7 @@ transformer models).
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import socket
@@ -230,6 +231,8 @@ def measure(model: ModelSpec, s: PlanSettings, steps: int = 4) -> Measurement:
     if isinstance(model, CnnSpec) and model.family != "cnn":
         raise PlanError("--measure needs an architecture", hint="give a preset or config.json instead of --params")
     torch.manual_seed(0)
+    gc.collect()  # a previous model caught in a reference cycle would still hold memory and inflate the peak
+    torch.cuda.empty_cache()
     try:
         return _train(torch, model, s, steps) if s.task == "train" else _infer(torch, model, s)
     except torch.cuda.OutOfMemoryError as exc:
@@ -238,6 +241,7 @@ def measure(model: ModelSpec, s: PlanSettings, steps: int = 4) -> Measurement:
             hint="the plan does not fit this GPU; lower --batch/--seq",
         ) from exc
     finally:
+        gc.collect()
         torch.cuda.empty_cache()
 
 
