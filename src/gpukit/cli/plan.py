@@ -1,9 +1,281 @@
-"""`gpukit plan` — filled in by its issue."""
+"""`gpukit plan`: GPU memory, time and cost for a model — and `--measure` to check the prediction on this GPU."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from gpukit.cli import render
+
+HELP = (
+    "Plan GPU memory, time and cost for MODEL (a preset, a Hugging Face config.json, or --params 7B). "
+    "With --measure, run it on this machine's GPU and print predicted vs measured."
+)
+BAR_WIDTH = 20
+
+
+def _bar(part: float, total: float) -> str:
+    n = round(BAR_WIDTH * part / total) if total > 0 else 0
+    return "█" * n + "·" * (BAR_WIDTH - n)
+
+
+def _memory_table(d: dict[str, Any]) -> Any:
+    total = d["total_bytes"]
+    names = (
+        "weights",
+        "gradients",
+        "master",
+        "optimizer",
+        "activations",
+        "logits",
+        "kv_cache",
+        "workspace",
+        "overhead",
+    )
+    rows = [
+        (
+            n.replace("_", " "),
+            render.fmt_bytes(d[f"{n}_bytes"]),
+            f"{d[f'{n}_bytes'] / total:6.1%}",
+            _bar(d[f"{n}_bytes"], total),
+        )
+        for n in names
+        if d[f"{n}_bytes"]
+    ]
+    rows.append(("total per GPU", render.fmt_bytes(total), "100.0%", ""))
+    rows.append(("  of it allocated by PyTorch (peak)", render.fmt_bytes(d["peak_allocated_bytes"]), "", ""))
+    return render.table(("component", "bytes", "share", ""), rows, title="memory per GPU", justify="lrrl")
+
+
+def _fits_table(d: dict[str, Any]) -> Any:
+    rows = []
+    for f in d["fits"]:
+        fewest = "—" if f["fewest_gpus"] is None else f"{f['fewest_gpus']} ({f['fewest_gpus_layout']})"
+        rows.append((f["name"], render.fmt_bytes(f["memory_bytes"]), "yes" if f["fits"] else "no", fewest))
+    return render.table(
+        ("GPU (datasheet)", "memory", "fits as asked", "fewest GPUs that fit"),
+        rows,
+        title="which GPUs fit",
+        justify="lrll",
+    )
+
+
+def _rate(value: float | None, unit: str) -> str:
+    return "n/a" if value is None else f"{value:,.0f} {unit}"
+
+
+def _time_lines(d: dict[str, Any]) -> list[str]:
+    t = d["time"]
+    mfu = "n/a" if t["mfu"] is None else f"{t['mfu']:.1%}"
+    if t["task"] == "train":
+        lines = [
+            f"time on {t['gpu']}: {render.fmt_seconds(t['step_s'])} per step, "
+            f"{_rate(t['tokens_per_s'], t['work_unit'])}/s, MFU {mfu} of datasheet peak ({t['ceilings_source']})"
+        ]
+        if t["total_s"] is not None:
+            lines.append(
+                f"  {t['work']:,.0f} {t['work_unit']} = {t['steps']:,} steps ≈ {render.fmt_seconds(t['total_s'])}"
+                f" ({t['total_s'] / 3600:,.2f} h)"
+            )
+        return lines
+    if d["model"]["kind"] != "transformer":
+        return [f"time on {t['gpu']}: one pass reading the weights ≥ {render.fmt_seconds(t['per_token_s'])}"]
+    return [
+        f"time on {t['gpu']}: prefill {render.fmt_seconds(t['prefill_s'])}, "
+        f"{render.fmt_seconds(t['per_token_s'])} per decode step with eager transformers generate() → "
+        f"{_rate(t['tokens_per_s'], 'tokens/s')}; bandwidth bound "
+        f"{_rate(t['bandwidth_bound_tokens_per_s'], 'tokens/s')} ({t['ceilings_source']})"
+    ]
+
+
+def _cost_table(d: dict[str, Any]) -> Any:
+    rows = []
+    for c in d["cost"]:
+        gpus = f"{c['gpus']}× {c['gpu']}"
+        if not c["fits"]:
+            rows.append((c["instance"], gpus, f"${c['usd_per_hour']:,.3f}", "does not fit", "", "", ""))
+            continue
+        hours = "n/a" if c["time_s"] is None else render.fmt_seconds(c["time_s"])
+        usd = "n/a" if c["usd"] is None else f"${c['usd']:,.2f}"
+        per_m = "n/a" if c["usd_per_million"] is None else f"${c['usd_per_million']:,.4f}"
+        rows.append((c["instance"], gpus, f"${c['usd_per_hour']:,.3f}", c["layout"], hours, usd, per_m))
+    unit = "M tokens" if d["time"]["work_unit"] == "tokens" else "M samples"
+    if d["settings"]["task"] == "infer":
+        unit = "M tokens, bandwidth bound"
+    return render.table(
+        ("instance", "GPUs", "$/h", "layout", "time", "cost", f"$/{unit}"),
+        rows,
+        title="cost, cheapest first (AWS on-demand, us-east-1)",
+        justify="llrlrrr",
+    )
+
+
+def _price_notes(d: dict[str, Any]) -> list[str]:
+    dates = sorted({c["as_of"] for c in d["cost"]})
+    notes = [f"prices as of: {'; '.join(dates)} — override with --prices FILE"]
+    notes += [f"{c['instance']}: {c['note']}" for c in d["cost"] if c["note"]]
+    return notes
+
+
+def _print_plan(d: dict[str, Any]) -> None:
+    m, s = d["model"], d["settings"]
+    what = (
+        f"train, {s['recipe']}, {s['optimizer']}, batch {s['batch']}"
+        + (f" × seq {s['seq']}" if m["kind"] == "transformer" else "")
+        + (", checkpointing" if s["checkpointing"] else "")
+        + (f", {s['gpus']} GPUs {s['shard']}" if s["gpus"] > 1 else ", 1 GPU")
+        + (f", tp {s['tp']}" if s["tp"] > 1 else "")
+        if s["task"] == "train"
+        else f"infer, {s['dtype']} weights, KV {s['kv_dtype']}, batch {s['batch']}, {s['prompt']} + {s['new_tokens']}"
+        " tokens"
+    )
+    render.console.print(f"[bold]{m['name']}[/] — {d['params']:,} parameters — {what}", markup=True)
+    render.console.print(_memory_table(d))
+    for note in d["memory_notes"]:
+        render.console.print(f"  note: {note}")
+    render.console.print(_fits_table(d))
+    for line in _time_lines(d):
+        render.console.print(line)
+    render.console.print(_cost_table(d))
+    for note in _price_notes(d):
+        render.console.print(f"  {note}")
+
+
+def _print_measure(c: dict[str, Any]) -> None:
+    rows = [(k, v["predicted"], v["measured"], v["error"]) for k, v in c["rows"].items()]
+    render.console.print(
+        render.table(
+            ("on " + c["device"], "predicted", "measured", "error"), rows, title="predicted vs measured", justify="lrrr"
+        )
+    )
+    render.console.print(f"stored in {c['db']}")
+
+
+def _compare(d: dict[str, Any], meas: Any, pred_time: float | None) -> dict[str, Any]:
+    def err(p: float | None, m: float | None) -> str:
+        return "n/a" if not p or not m else f"{p / m - 1:+.1%}"
+
+    meas_time = meas.step_s if meas.step_s is not None else meas.generate_s
+    return {
+        "device": meas.device_name,
+        "rows": {
+            "peak allocated": {
+                "predicted": render.fmt_bytes(d["peak_allocated_bytes"]),
+                "measured": render.fmt_bytes(meas.peak_allocated_bytes),
+                "error": err(d["peak_allocated_bytes"], meas.peak_allocated_bytes),
+            },
+            "peak reserved": {
+                "predicted": render.fmt_bytes(d["reserved_bytes"]),
+                "measured": render.fmt_bytes(meas.peak_reserved_bytes),
+                "error": err(d["reserved_bytes"], meas.peak_reserved_bytes),
+            },
+            "step time" if meas.step_s is not None else "generate time": {
+                "predicted": render.fmt_seconds(pred_time),
+                "measured": render.fmt_seconds(meas_time),
+                "error": err(pred_time, meas_time),
+            },
+        },
+        "predicted_time_s": pred_time,
+        "measured_time_s": meas_time,
+    }
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app (none yet)."""
+    @app.command("plan", help=HELP)
+    def plan(
+        model: str = typer.Argument(
+            None, help="Preset (gpukit plan --list), path to config.json, or omit with --params."
+        ),
+        params: str = typer.Option(None, "--params", help="Bare parameter count, e.g. 7B (model states only)."),
+        task: str = typer.Option("train", "--task", help="train | infer"),
+        recipe: str = typer.Option("amp-bf16", "--recipe", help="fp32 | amp-bf16 | bf16-master | bf16"),
+        optimizer: str = typer.Option("adamw", "--optimizer", help="adamw | sgd | adafactor | adam8bit"),
+        batch: int = typer.Option(1, "--batch", help="Micro-batch per GPU (sequences or images)."),
+        seq: int = typer.Option(2048, "--seq", help="Training sequence length."),
+        checkpointing: bool = typer.Option(False, "--checkpointing", help="Activation checkpointing per layer."),
+        gpus: int = typer.Option(1, "--gpus", help="GPUs in total."),
+        shard: str = typer.Option("ddp", "--shard", help="ddp | zero1 | zero2 | zero3 | fsdp"),
+        tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree (divides heads)."),
+        attn: str = typer.Option("sdpa", "--attn", help="sdpa | eager (eager keeps the attention matrix)."),
+        dtype: str = typer.Option("bf16", "--dtype", help="Inference weights: bf16 | fp16 | fp8 | int8 | int4"),
+        prompt: int = typer.Option(512, "--prompt", help="Inference prompt tokens."),
+        new_tokens: int = typer.Option(128, "--new-tokens", help="Tokens to generate."),
+        kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV cache: bf16 | fp16 | fp8 | int8 | fp32"),
+        tokens: str = typer.Option(None, "--tokens", help="Train on this many tokens (e.g. 2B) for time and cost."),
+        samples: str = typer.Option(None, "--samples", help="Train on this many samples (CNNs)."),
+        gpu: str = typer.Option(None, "--gpu", help="GPU for the headline time (catalog key, e.g. h100-sxm)."),
+        prices: Path = typer.Option(None, "--prices", help="TOML file overriding/extending the price catalog."),
+        db: Path = typer.Option(None, "--db", envvar="GPUKIT_DB", help="Results history (SQLite)."),
+        measure: bool = typer.Option(False, "--measure", help="Run it on this GPU: predicted vs measured."),
+        list_presets: bool = typer.Option(False, "--list", help="List the model presets and exit."),
+        json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    ) -> int:
+        from gpukit.plan import advisor
+        from gpukit.plan import measure as measuring
+        from gpukit.plan.memory import PlanSettings
+        from gpukit.plan.models import load_model, parse_param_count, preset_names
+
+        if list_presets:
+            render.print_json(preset_names()) if json_out else render.console.print("\n".join(preset_names()))
+            return 0
+        spec = load_model(model, params)
+        settings = PlanSettings(
+            task=task,
+            recipe=recipe,
+            optimizer=optimizer,
+            batch=batch,
+            seq=seq,
+            checkpointing=checkpointing,
+            gpus=gpus,
+            shard=shard,
+            tp=tp,
+            attn=attn,
+            dtype=dtype,
+            prompt=prompt,
+            new_tokens=new_tokens,
+            kv_dtype=kv_dtype,
+        )
+        work = parse_param_count(tokens or samples) if (tokens or samples) else None
+        measured = measuring.load_ceilings(db)
+        result = advisor.make_plan(spec, settings, work=work, prices=prices, measured=measured, gpu=gpu)
+        doc = result.to_dict()
+        if measure:
+            doc["measurement"] = _run_measure(spec, settings, doc, db)
+        if json_out:
+            render.print_json(doc)
+            return 0
+        _print_plan(doc)
+        if measure:
+            _print_measure(doc["measurement"])
+        return 0
+
+
+def _run_measure(spec: Any, settings: Any, doc: dict[str, Any], db: Path | None) -> dict[str, Any]:
+    from gpukit.hardware.specs import get_spec, match_spec
+    from gpukit.plan import measure as measuring
+    from gpukit.plan.compute import estimate_time
+    from gpukit.plan.memory import estimate_memory
+
+    meas = measuring.measure(spec, settings)
+    local = match_spec(meas.device_name) or get_spec("h100-sxm")
+    mem = estimate_memory(spec, settings)
+    ceilings = measuring.load_ceilings(db, device_name=meas.device_name)
+    est = estimate_time(spec, settings, mem, local, {k: v for k, v in (ceilings or {}).items() if k != "device"})
+    pred_time = est.step_s if settings.task == "train" else est.total_s
+    cmp = _compare(doc, meas, pred_time)
+    record = {
+        "device": meas.device_name,
+        "model": doc["model"]["name"],
+        "task": settings.task,
+        "predicted_allocated_bytes": doc["peak_allocated_bytes"],
+        "measured_allocated_bytes": meas.peak_allocated_bytes,
+        "predicted_time_s": pred_time,
+        "measured_time_s": cmp["measured_time_s"],
+        "settings": doc["settings"],
+        "measurement": meas.to_dict(),
+    }
+    cmp["db"] = str(measuring.save_validation(record, db))
+    cmp["measured"] = meas.to_dict()
+    return cmp

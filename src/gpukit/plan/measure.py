@@ -1,0 +1,328 @@
+"""`plan --measure`: build the model from its config with random weights, run it, measure what the planner predicted.
+
+Peak memory is ``torch.cuda.max_memory_allocated/reserved`` after ``reset_peak_memory_stats`` (the CUDA context is
+outside both). Training runs 4 steps because Adam allocates its state at the first ``step()``: step 1 warms up,
+step 2 records the peak of each phase (forward, backward, optimizer) between synchronisations, steps 3–4 are timed
+with CUDA events (median) and the peak covers all of them. Inference times
+one ``generate()`` after a warm-up ``generate()`` on the same shapes. Needs torch with CUDA (and transformers for
+transformer models).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import socket
+import sqlite3
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpukit.errors import BackendUnavailable, DeviceError, PlanError
+from gpukit.plan.memory import PlanSettings
+from gpukit.plan.models import CnnSpec, ModelSpec, TransformerSpec
+
+__all__ = ["Measurement", "default_db_path", "load_ceilings", "measure", "save_validation"]
+
+# Where models and batches live. Tests point it at "cpu" with torch.cuda's timing/memory calls stubbed, so the
+# whole path runs without a GPU; the numbers only mean something on CUDA.
+DEVICE = "cuda"
+
+
+@dataclass
+class Measurement:
+    device_name: str
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int
+    step_s: float | None = None  # training: median of the timed steps
+    step_samples_s: list[float] = field(default_factory=list)
+    generate_s: float | None = None  # inference: one generate() call
+    new_tokens: int | None = None
+    phases: dict[str, int] = field(default_factory=dict)  # peak allocated per phase, for recalibration
+    versions: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:
+        raise BackendUnavailable("--measure needs PyTorch", hint="pip install 'gpukit[torch]'") from exc
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        raise DeviceError("--measure needs a CUDA GPU (PyTorch sees none)", hint="run it on a machine with a GPU")
+    return torch
+
+
+def _hf_model(model: TransformerSpec, s: PlanSettings, dtype: Any) -> Any:
+    try:
+        import transformers
+    except ImportError as exc:
+        raise BackendUnavailable(
+            "--measure of a transformer needs transformers", hint="pip install 'gpukit[plan]' (transformers>=4.44,<6)"
+        ) from exc
+    cfg = dict(model.hf_config)
+    model_type = cfg.pop("model_type", "llama")
+    config = transformers.AutoConfig.for_model(model_type, **cfg)
+    config.use_cache = s.task == "infer"
+    kwargs: dict[str, Any] = {"attn_implementation": s.attn}
+    try:
+        return transformers.AutoModelForCausalLM.from_config(config, dtype=dtype, **kwargs)
+    except TypeError:  # transformers 4.x spells it torch_dtype
+        return transformers.AutoModelForCausalLM.from_config(config, torch_dtype=dtype, **kwargs)
+
+
+def build_module(model: ModelSpec, s: PlanSettings, device: str | None = None) -> Any:
+    """The real module, random weights, on ``device``, in the recipe's weight dtype."""
+    import torch
+
+    device = device or DEVICE
+    dtype = torch.bfloat16 if (s.task == "infer" or s.recipe in ("bf16", "bf16-master")) else torch.float32
+    if s.task == "infer" and s.dtype == "fp16":
+        dtype = torch.float16
+    with torch.device(device):
+        if isinstance(model, TransformerSpec):
+            module = _hf_model(model, s, dtype)
+            if s.checkpointing:
+                module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        elif model.builder == "torchvision:resnet50":
+            import torchvision
+
+            module = torchvision.models.resnet50(num_classes=model.num_classes)
+        elif model.builder == "gpukit:seed_cnn":
+            from gpukit.train.models import seed_cnn
+
+            module = seed_cnn(model.image_size, model.num_classes)
+        else:
+            raise PlanError("--measure needs a model it can build", hint="give a preset or a config.json, not --params")
+    return module.to(device=device, dtype=dtype)
+
+
+def _optimizer(torch: Any, params: Any, name: str) -> Any:
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-5)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-4, momentum=0.9)
+    if name == "adafactor" and hasattr(torch.optim, "Adafactor"):
+        return torch.optim.Adafactor(params, lr=1e-4)
+    raise PlanError(f"--measure cannot build optimizer '{name}' here", hint="use --optimizer adamw or sgd")
+
+
+def _batch(torch: Any, model: ModelSpec, s: PlanSettings) -> tuple[Any, Any]:
+    if isinstance(model, TransformerSpec):
+        ids = torch.randint(0, model.vocab_size, (s.batch, s.seq), device=DEVICE)
+        return ids, ids
+    dtype = torch.bfloat16 if s.recipe == "bf16" else torch.float32  # the input matches the weights
+    x = torch.randn(s.batch, 3, model.image_size, model.image_size, device=DEVICE, dtype=dtype)
+    classes = 1 if model.num_classes == 2 else model.num_classes
+    y = torch.randint(0, max(2, classes), (s.batch,), device=DEVICE)
+    return x, (y.float().unsqueeze(1) if classes == 1 else y)
+
+
+def _loss(torch: Any, module: Any, model: ModelSpec, x: Any, y: Any) -> tuple[Any, Any]:
+    if isinstance(model, TransformerSpec):
+        out = module(input_ids=x, labels=y)
+        return out.loss, out
+    logits = module(x)
+    fn = torch.nn.functional
+    loss = fn.binary_cross_entropy_with_logits(logits.float(), y) if y.dim() == 2 else fn.cross_entropy(logits, y)
+    return loss, logits
+
+
+def _train(torch: Any, model: ModelSpec, s: PlanSettings, steps: int) -> Measurement:
+    if s.recipe == "bf16-master":
+        raise PlanError("--measure runs fp32, amp-bf16 and bf16; bf16-master needs a mixed-precision framework")
+    if s.gpus > 1 or s.tp > 1:
+        raise PlanError("--measure runs on one GPU", hint="drop --gpus/--tp to validate the single-GPU plan")
+    module = build_module(model, s)
+    module.train()
+    opt = _optimizer(torch, module.parameters(), s.optimizer)
+    x, y = _batch(torch, model, s)
+    amp = torch.autocast(DEVICE, dtype=torch.bfloat16) if s.recipe == "amp-bf16" else contextlib.nullcontext()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    phases: dict[str, int] = {}
+    times: list[float] = []
+    for step in range(max(2, steps)):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for name in ("forward", "backward", "step"):
+            if step == 1:
+                torch.cuda.synchronize()  # phase peaks of step 2 only; step 2 is not timed
+                torch.cuda.reset_peak_memory_stats()
+            if name == "forward":
+                with amp:
+                    loss, out = _loss(torch, module, model, x, y)
+            elif name == "backward":
+                loss.backward()
+                del loss, out
+            else:
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            if step == 1:
+                torch.cuda.synchronize()
+                phases[f"{name}_peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
+                phases[f"{name}_end_allocated_bytes"] = int(torch.cuda.memory_allocated())
+        end.record()
+        end.synchronize()  # wait for this step's kernels before reading its time
+        if step >= 2 or (steps <= 2 and step == 1):
+            times.append(start.elapsed_time(end) / 1e3)
+    peak = max(v for k, v in phases.items() if k.endswith("peak_allocated_bytes"))
+    return Measurement(
+        device_name=torch.cuda.get_device_name(),
+        peak_allocated_bytes=max(peak, int(torch.cuda.max_memory_allocated())),
+        peak_reserved_bytes=int(torch.cuda.max_memory_reserved()),
+        step_s=statistics.median(times),
+        step_samples_s=times,
+        phases=phases,
+        versions=_versions(torch),
+    )
+
+
+def _infer(torch: Any, model: ModelSpec, s: PlanSettings) -> Measurement:
+    if not isinstance(model, TransformerSpec):
+        raise PlanError("--measure of inference needs a transformer", hint="use --task train for CNNs")
+    if s.dtype not in ("bf16", "fp16") or s.kv_dtype not in ("bf16", "fp16"):
+        raise PlanError("--measure generates in bf16/fp16 only (quantised kernels are not built in)")
+    module = build_module(model, s).eval()
+    ids = torch.randint(0, model.vocab_size, (s.batch, s.prompt), device=DEVICE)
+    # eos_token_id=None: random weights must not stop early, so every call makes exactly new_tokens tokens.
+    kwargs = {"do_sample": False, "use_cache": True, "pad_token_id": 0, "eos_token_id": None}
+    with torch.inference_mode():
+        # Warm-up with the same shapes: the first generate() builds a cuDNN attention plan per KV length and ran
+        # 5-9x slower per token on an H200 (50 vs 5.4 ms for GPT-2); that is set-up cost, not decoding.
+        module.generate(ids, max_new_tokens=s.new_tokens, **kwargs)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = int(torch.cuda.memory_allocated())
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        out = module.generate(ids, max_new_tokens=s.new_tokens, **kwargs)
+        end.record()
+        end.synchronize()
+    return Measurement(
+        device_name=torch.cuda.get_device_name(),
+        peak_allocated_bytes=int(torch.cuda.max_memory_allocated()),
+        peak_reserved_bytes=int(torch.cuda.max_memory_reserved()),
+        generate_s=start.elapsed_time(end) / 1e3,
+        new_tokens=int(out.shape[1] - s.prompt),
+        phases={"before_generate_allocated_bytes": base},
+        versions=_versions(torch),
+    )
+
+
+def _versions(torch: Any) -> dict[str, str]:
+    v = {"torch": torch.__version__, "cuda": str(torch.version.cuda)}
+    with contextlib.suppress(ImportError):
+        import transformers
+
+        v["transformers"] = transformers.__version__
+    return v
+
+
+def measure(model: ModelSpec, s: PlanSettings, steps: int = 4) -> Measurement:
+    """Run the real thing on this machine's GPU and return its peak memory and time."""
+    torch = _torch()
+    if isinstance(model, CnnSpec) and model.family != "cnn":
+        raise PlanError("--measure needs an architecture", hint="give a preset or config.json instead of --params")
+    torch.manual_seed(0)
+    gc.collect()  # a previous model caught in a reference cycle would still hold memory and inflate the peak
+    torch.cuda.empty_cache()
+    try:
+        return _train(torch, model, s, steps) if s.task == "train" else _infer(torch, model, s)
+    except torch.cuda.OutOfMemoryError as exc:
+        raise DeviceError(
+            f"out of GPU memory while measuring: {str(exc).splitlines()[0]}",
+            hint="the plan does not fit this GPU; lower --batch/--seq",
+        ) from exc
+    finally:
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+# --- results history (shared SQLite file with gpukit bench) ---
+
+
+def default_db_path() -> Path:
+    env = os.environ.get("GPUKIT_DB")
+    return Path(env).expanduser() if env else Path.home() / ".local" / "share" / "gpukit" / "results.db"
+
+
+def save_validation(record: dict[str, Any], db_path: Path | None = None) -> Path:
+    """Append one predicted/measured pair to table ``plan_validations`` (created if missing)."""
+    path = db_path or default_db_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.closing(sqlite3.connect(path)) as con, con:
+        con.execute(
+            "CREATE TABLE IF NOT EXISTS plan_validations (id INTEGER PRIMARY KEY, created_at REAL, host TEXT, "
+            "device TEXT, model TEXT, task TEXT, predicted_allocated_bytes INTEGER, measured_allocated_bytes "
+            "INTEGER, predicted_time_s REAL, measured_time_s REAL, record_json TEXT)"
+        )
+        con.execute(
+            "INSERT INTO plan_validations (created_at, host, device, model, task, predicted_allocated_bytes, "
+            "measured_allocated_bytes, predicted_time_s, measured_time_s, record_json) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (
+                time.time(),
+                socket.gethostname(),
+                record.get("device"),
+                record.get("model"),
+                record.get("task"),
+                record.get("predicted_allocated_bytes"),
+                record.get("measured_allocated_bytes"),
+                record.get("predicted_time_s"),
+                record.get("measured_time_s"),
+                json.dumps(record, default=str),
+            ),
+        )
+    return path
+
+
+def load_ceilings(db_path: Path | None = None, device_name: str | None = None) -> dict[str, Any] | None:
+    """This machine's measured ceilings from the `gpukit bench` history, or None when there are none.
+
+    Reads the bench store's SQLite schema (``runs.ceilings_json`` for the copy bandwidth and GPU name, GEMM rows of
+    ``results`` for TFLOP/s per dtype) directly, so `plan` does not import `bench`; any surprise → None.
+    Returns e.g. ``{"device": "NVIDIA H200", "bandwidth_gbps": 4175.0, "bf16_tflops": 750.0}``.
+    """
+    path = db_path or default_db_path()
+    if not path.exists():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+            return _read_bench_run(con, socket.gethostname(), device_name)
+    except (sqlite3.Error, ValueError, TypeError, KeyError):
+        return None
+
+
+def _read_bench_run(con: sqlite3.Connection, host: str, device_name: str | None) -> dict[str, Any] | None:
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not {"runs", "results"} <= tables:
+        return None
+    for run_id, hostname, ceilings_json in con.execute(
+        "SELECT id, hostname, ceilings_json FROM runs ORDER BY id DESC"
+    ).fetchall():
+        ceilings = json.loads(ceilings_json or "{}")
+        gpu = ceilings.get("gpu_name")
+        if hostname not in (None, host) or not gpu:
+            continue
+        if device_name and device_name.lower() not in str(gpu).lower():
+            continue
+        found: dict[str, Any] = {"device": str(gpu)}
+        if ceilings.get("d2d_copy_gbps"):
+            found["bandwidth_gbps"] = float(ceilings["d2d_copy_gbps"])
+        rows = con.execute(
+            "SELECT row_json FROM results WHERE run_id = ? AND workload = 'gemm' AND device = 'cuda' AND status = 'ok'",
+            (run_id,),
+        ).fetchall()
+        for (row_json,) in rows:
+            row = json.loads(row_json)
+            key = f"{row.get('dtype')}_tflops"
+            if row.get("tflops") and float(row["tflops"]) > found.get(key, 0.0):
+                found[key] = float(row["tflops"])  # the largest size's rate: closest to the ceiling
+        return found if len(found) > 1 else None
+    return None

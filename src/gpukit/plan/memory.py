@@ -1,0 +1,282 @@
+"""Peak GPU memory per device for a training step or a generation, broken down by what holds it.
+
+Training peak (steady state, step ≥ 2, ``zero_grad(set_to_none=True)``): the larger of
+  (a) start of backward: weights + master + optimizer state + activations + the loss's logits transient, and
+  (b) optimizer step: weights + master + optimizer state + gradients + the optimizer's temporary
+      (foreach AdamW allocates one sqrt(v) copy of the state),
+because during backward activations are freed about as fast as gradients are allocated.
+Inference peak: weights + KV cache + the prefill's one-layer working set.
+All sizes are bytes; ``overhead_bytes`` is memory outside PyTorch's allocated count (CUDA context, NCCL,
+allocator fragmentation) so ``total_bytes`` is what must fit on the device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gpukit.errors import PlanError
+from gpukit.plan.models import CnnSpec, ModelSpec, TransformerSpec
+from gpukit.plan.profiles import CNN_PROFILES, profile_for
+
+__all__ = ["MemoryBreakdown", "PlanSettings", "estimate_memory", "kv_cache_bytes"]
+
+GiB = 1024**3
+CUDA_CONTEXT_BYTES = int(0.75 * GiB)  # REFERENCE: CUDA context and kernels ≈ 0.5–1 GiB per process
+NCCL_BYTES = int(1.5 * GiB)  # REFERENCE: NCCL initialisation ≈ 1.5 GiB more per rank
+FRAGMENTATION = 0.05
+# cuBLAS/cuDNN workspaces come from PyTorch's caching allocator, so they are in the allocated count: 65–115 MiB
+# measured on an H200 with torch 2.11 beside weights + optimizer state.
+WORKSPACE_BYTES = 80 * 1024**2  # reserved − allocated, as a fraction of allocated, typical of a steady training loop
+
+RECIPES = ("fp32", "amp-bf16", "bf16-master", "bf16")
+OPTIMIZERS = ("adamw", "sgd", "adafactor", "adam8bit")
+SHARDS = ("ddp", "zero1", "zero2", "zero3", "fsdp")
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+INT4_GROUP_OVERHEAD = 4 / 128  # an fp16 scale and zero point per group of 128 weights
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    task: str = "train"  # train | infer
+    recipe: str = "amp-bf16"
+    optimizer: str = "adamw"
+    batch: int = 1
+    seq: int = 2048
+    checkpointing: bool = False
+    gpus: int = 1
+    shard: str = "ddp"
+    tp: int = 1
+    attn: str = "sdpa"  # sdpa | eager
+    dtype: str = "bf16"  # inference weights
+    prompt: int = 512
+    new_tokens: int = 128
+    kv_dtype: str = "bf16"
+
+    @property
+    def mode(self) -> str:
+        """Activation precision mode of the recipe: fp32, amp or bf16."""
+        return {"fp32": "fp32", "amp-bf16": "amp", "bf16-master": "bf16", "bf16": "bf16"}[self.recipe]
+
+    @property
+    def dp(self) -> int:
+        return self.gpus // self.tp
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    weights_bytes: int
+    gradients_bytes: int
+    master_bytes: int
+    optimizer_bytes: int
+    activations_bytes: int
+    logits_bytes: int
+    kv_cache_bytes: int
+    workspace_bytes: int
+    overhead_bytes: int
+    peak_allocated_bytes: int  # what torch.cuda.max_memory_allocated should read
+    reserved_bytes: int  # what torch.cuda.max_memory_reserved should read (allocated + fragmentation)
+    total_bytes: int  # everything that must fit on one GPU
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["notes"] = list(self.notes)
+        return d
+
+
+def validate(model: ModelSpec, s: PlanSettings) -> None:
+    """Impossible combinations raise PlanError (exit 2)."""
+    checks = [
+        (s.task in ("train", "infer"), f"--task must be train or infer, not '{s.task}'"),
+        (s.recipe in RECIPES, f"--recipe must be one of {', '.join(RECIPES)}"),
+        (s.optimizer in OPTIMIZERS, f"--optimizer must be one of {', '.join(OPTIMIZERS)}"),
+        (s.shard in SHARDS, f"--shard must be one of {', '.join(SHARDS)}"),
+        (
+            s.task == "train" or (s.dtype in DTYPE_BYTES and s.dtype != "fp32"),
+            "--dtype must be bf16|fp16|fp8|int8|int4",
+        ),
+        (s.kv_dtype in ("bf16", "fp16", "fp8", "int8", "fp32"), "--kv-dtype must be bf16|fp16|fp8|int8|fp32"),
+        (s.attn in ("sdpa", "eager"), "--attn must be sdpa or eager"),
+        (min(s.batch, s.seq, s.gpus, s.tp, s.prompt) >= 1 and s.new_tokens >= 0, "sizes must be positive"),
+        (s.gpus % s.tp == 0, f"--gpus {s.gpus} is not a multiple of --tp {s.tp}"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise PlanError(message)
+    if s.task == "infer" and isinstance(model, CnnSpec) and model.family == "cnn":
+        raise PlanError("inference planning covers transformers", hint="plan CNNs with --task train")
+    if s.tp > 1:
+        if not isinstance(model, TransformerSpec):
+            raise PlanError("--tp needs a transformer model", hint="use --gpus with --shard for CNNs")
+        if model.num_heads % s.tp or (model.num_kv_heads % s.tp and s.tp % model.num_kv_heads):
+            raise PlanError(
+                f"--tp {s.tp} does not divide {model.num_heads} attention heads / {model.num_kv_heads} KV heads",
+                hint="tensor parallelism splits heads: pick a --tp that divides both head counts",
+            )
+
+
+def _state_bytes(model: ModelSpec, s: PlanSettings) -> tuple[float, float, float, float, float]:
+    """Per-parameter-set bytes (weights, grads, master, optimizer, optimizer temporary) before sharding."""
+    p = float(model.params)
+    w = 2.0 if s.recipe in ("bf16", "bf16-master") else 4.0
+    master = 4.0 if s.recipe == "bf16-master" else 0.0
+    state = 2.0 if s.recipe == "bf16" else 4.0  # optimizer state follows the (master) weight dtype
+    if s.optimizer == "adamw":
+        opt, temp = 2 * state * p, state * p  # exp_avg, exp_avg_sq; foreach sqrt(v) temporary
+    elif s.optimizer == "sgd":
+        opt, temp = state * p, 0.0  # momentum buffer
+    elif s.optimizer == "adam8bit":
+        opt, temp = 2 * p * (1 + 4 / 2048), 0.0  # two 8-bit moments, an fp32 absmax per 2048-block
+    else:  # adafactor: factored second moment, no first moment
+        opt, temp = _adafactor_bytes(model, state), 0.0
+    return w * p, w * p, master * p, opt, temp
+
+
+def _adafactor_bytes(model: ModelSpec, state: float) -> float:
+    if isinstance(model, TransformerSpec):
+        shapes = model.matrix_shapes()
+        matrix = sum(r * c * n for r, c, n in shapes)
+        factored = sum((r + c) * n for r, c, n in shapes)
+        return state * (factored + max(model.params - matrix, 0))  # vectors keep a full second moment
+    return state * 2 * model.params**0.5  # no shapes known: one square matrix, a loose floor
+
+
+def activation_bytes(model: ModelSpec, s: PlanSettings) -> tuple[float, float, list[str]]:
+    """(activations, logits transient) bytes on one GPU for one training step."""
+    notes: list[str] = []
+    if isinstance(model, CnnSpec):
+        if model.family != "cnn":
+            notes.append("--params gives model states only: activations are not modelled")
+            return 0.0, 0.0, notes
+        prof = CNN_PROFILES[s.mode]
+        acts = model.act_elems_per_sample * s.batch * prof.bytes_per_elem
+        extra = model.backward_extra if model.backward_extra is not None else prof.backward_extra
+        if s.checkpointing:
+            notes.append("checkpointing is not modelled for CNNs: activations as without it")
+        if s.recipe == "amp-bf16":
+            acts += 2.0 * model.params  # autocast keeps bf16 copies of the weights for backward
+        return acts, acts * extra, notes
+    m, p = model, profile_for(model.family, s.mode)
+    sb = s.seq * s.batch
+    layer = sb * (
+        p.per_h * m.hidden_size
+        + p.per_i * m.intermediate_size * m.experts_per_token
+        + p.per_kv * m.num_kv_heads * m.head_dim
+    )
+    if s.attn == "eager":
+        layer += p.eager_scores * m.num_heads * s.seq * sb
+    elif m.num_kv_heads < m.num_heads:  # SDPA's fp32 path has no fused GQA kernel: the math fallback keeps probs
+        layer += p.gqa_fp32_scores * m.num_heads * s.seq * sb
+    layer *= p.scale
+    if s.tp > 1:  # Megatron TP without sequence parallelism: norms/residual replicated, the rest split
+        layer *= 0.3 + 0.7 / s.tp
+    resid = 2.0 if s.mode == "bf16" else 4.0
+    logits = p.logits * sb * m.vocab_size / s.tp
+    if s.checkpointing:  # each layer keeps its input; one layer is recomputed at a time, after the loss's peak
+        acts = m.num_layers * resid * sb * m.hidden_size
+        logits = max(logits, layer)
+        notes.append("checkpointing: one layer input kept per layer, one layer recomputed at a time")
+    else:
+        acts = m.num_layers * layer
+    acts += resid * sb * m.hidden_size * 2  # embeddings output and final norm input
+    if s.recipe == "amp-bf16":  # autocast's bf16 weight copies, saved for backward (recomputed layers' are not)
+        copied = m.vocab_size * m.hidden_size if s.checkpointing else model.params
+        acts += 2.0 * copied / s.tp
+        notes.append("amp-bf16 keeps bf16 copies of the weights for backward (2 bytes/param, in activations)")
+    return acts, logits, notes
+
+
+def kv_cache_bytes(model: TransformerSpec, batch: int, tokens: int, kv_dtype: str = "bf16") -> int:
+    """2 (K and V) · L · k · d · tokens · batch · bytes. Llama-2-7B in bf16: 512 KiB per token."""
+    return int(2 * model.num_layers * model.num_kv_heads * model.head_dim * tokens * batch * DTYPE_BYTES[kv_dtype])
+
+
+def _finish(parts: dict[str, float], peak: float, s: PlanSettings, notes: list[str]) -> MemoryBreakdown:
+    peak += WORKSPACE_BYTES
+    overhead = CUDA_CONTEXT_BYTES + (NCCL_BYTES if s.gpus > 1 else 0) + FRAGMENTATION * peak
+    return MemoryBreakdown(
+        **{k: int(v) for k, v in parts.items()},
+        workspace_bytes=WORKSPACE_BYTES,
+        overhead_bytes=int(overhead),
+        peak_allocated_bytes=int(peak),
+        reserved_bytes=int(peak * (1 + FRAGMENTATION)),
+        total_bytes=int(peak + overhead),
+        notes=tuple(notes),
+    )
+
+
+def estimate_training(model: ModelSpec, s: PlanSettings) -> MemoryBreakdown:
+    w, g, master, opt, temp = _state_bytes(model, s)
+    w, g, master, opt, temp = (x / s.tp for x in (w, g, master, opt, temp))
+    notes: list[str] = []
+    dp = s.dp
+    shard = "zero3" if s.shard == "fsdp" else s.shard
+    if dp > 1 and shard in ("zero1", "zero2", "zero3"):
+        opt, master, temp = opt / dp, master / dp, temp / dp
+    if dp > 1 and shard in ("zero2", "zero3"):
+        g /= dp
+    if dp > 1 and shard == "zero3":
+        layer_w = w / (model.num_layers if isinstance(model, TransformerSpec) else 1)
+        w = w / dp + 2 * layer_w  # this layer gathered, the next prefetched
+        notes.append("zero3/fsdp: weights sharded, one gathered layer in flight plus one prefetched")
+    buckets = g if dp > 1 and shard == "ddp" else 0.0
+    if buckets:
+        notes.append("ddp: gradient buckets hold a second copy of the gradients (counted in gradients)")
+    acts, logits, act_notes = activation_bytes(model, s)
+    notes += act_notes
+    states = w + master + opt
+    backward_start = states + acts + logits
+    optimizer_step = states + g + buckets + temp
+    peak = max(backward_start, optimizer_step)
+    parts = {
+        "weights_bytes": w,
+        "gradients_bytes": g + buckets,
+        "master_bytes": master,
+        "optimizer_bytes": opt,
+        "activations_bytes": acts,
+        "logits_bytes": logits,
+        "kv_cache_bytes": 0.0,
+    }
+    notes.append(
+        "peak at start of backward (activations + logits)"
+        if backward_start >= optimizer_step
+        else "peak in optimizer step (gradients + optimizer temporary)"
+    )
+    return _finish(parts, peak, s, notes)
+
+
+def estimate_inference(model: ModelSpec, s: PlanSettings) -> MemoryBreakdown:
+    notes: list[str] = []
+    per = DTYPE_BYTES[s.dtype] + (INT4_GROUP_OVERHEAD if s.dtype == "int4" else 0.0)
+    if isinstance(model, TransformerSpec):
+        head = model.head_params
+        w = (head * 2.0 + (model.params - head) * per) / s.tp
+        if per < 2:
+            notes.append("embeddings and output head kept in 16-bit")
+        tokens = s.prompt + s.new_tokens
+        kv = kv_cache_bytes(model, s.batch, tokens, s.kv_dtype) / s.tp
+        h, i = model.hidden_size, model.intermediate_size * model.experts_per_token
+        # Prefill working set of one layer (no autograd): residual, norm temporaries, and the MLP's act/up/product
+        # in 16-bit — measured 8·h + 6·i bytes per prompt token on an H200.
+        acts = s.batch * s.prompt * (8 * h + 6 * i) / s.tp
+        logits = s.batch * model.vocab_size * (2.0 + 4.0)  # last-position logits (generate keeps one), fp32 copy
+    else:  # a CNN forward without autograd holds about two activations at a time; a bare count holds nothing
+        w, kv, logits = model.params * per, 0.0, 0.0
+        acts = 2.0 * model.act_elems_per_sample * s.batch * per / 4 if model.family == "cnn" else 0.0
+    peak = w + kv + acts + logits
+    parts = {
+        "weights_bytes": w,
+        "gradients_bytes": 0.0,
+        "master_bytes": 0.0,
+        "optimizer_bytes": 0.0,
+        "activations_bytes": acts,
+        "logits_bytes": logits,
+        "kv_cache_bytes": kv,
+    }
+    return _finish(parts, peak, s, notes)
+
+
+def estimate_memory(model: ModelSpec, s: PlanSettings) -> MemoryBreakdown:
+    validate(model, s)
+    return estimate_training(model, s) if s.task == "train" else estimate_inference(model, s)

@@ -1,0 +1,131 @@
+"""The `--measure` path and the grid's row builder, run on the CPU with torch.cuda's timing and memory calls stubbed.
+
+The numbers mean nothing here; what is checked is that the real code path (model built from config, ≥ 2 steps,
+phase peaks, a generate() call, the history record, the grid row) runs end to end without a GPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gpukit.plan import measure as measuring  # noqa: E402
+from gpukit.plan.memory import PlanSettings  # noqa: E402
+from gpukit.plan.models import load_model, parse_hf_config  # noqa: E402
+
+HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+ROOT = Path(__file__).resolve().parents[3]
+TINY_LLAMA = {"model_type": "llama", "vocab_size": 128, "hidden_size": 32, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 64}  # fmt: skip
+
+
+class FakeEvent:
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.t = 0.0
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return (end.t - self.t) * 1e3
+
+
+@pytest.fixture
+def cpu_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(measuring, "DEVICE", "cpu")
+    counter = iter(range(1, 10**6))
+    stubs: dict[str, Any] = {
+        "synchronize": lambda: None, "reset_peak_memory_stats": lambda: None,
+        "max_memory_allocated": lambda: 1000 + next(counter), "memory_allocated": lambda: 500,
+        "max_memory_reserved": lambda: 4096, "get_device_name": lambda: "CPU stand-in", "empty_cache": lambda: None,
+        "Event": FakeEvent,
+    }  # fmt: skip
+    for name, value in stubs.items():
+        monkeypatch.setattr(torch.cuda, name, value)
+
+
+def test_measure_trains_the_seed_cnn(cpu_cuda: None) -> None:
+    m = measuring.measure(load_model("seed-cnn"), PlanSettings(task="train", recipe="fp32", batch=4), steps=4)
+    assert m.device_name == "CPU stand-in" and m.step_s is not None and m.step_s > 0
+    assert len(m.step_samples_s) == 2  # steps 3 and 4; step 1 allocates Adam state, step 2 records phase peaks
+    assert {"forward_peak_allocated_bytes", "backward_peak_allocated_bytes", "step_peak_allocated_bytes"} <= set(
+        m.phases
+    )
+    assert m.peak_allocated_bytes > 1000
+
+
+def test_measure_bf16_cnn_input_matches_weights(cpu_cuda: None) -> None:
+    m = measuring.measure(load_model("seed-cnn"), PlanSettings(task="train", recipe="bf16", batch=2), steps=2)
+    assert m.step_s is not None and len(m.step_samples_s) == 1
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers not installed")
+@pytest.mark.parametrize("kw", [dict(recipe="amp-bf16"), dict(recipe="bf16", checkpointing=True),
+                                dict(recipe="fp32", attn="eager")])  # fmt: skip
+def test_measure_trains_a_transformer_from_config(cpu_cuda: None, kw: dict[str, Any]) -> None:
+    spec = parse_hf_config(TINY_LLAMA, "tiny")
+    m = measuring.measure(spec, PlanSettings(task="train", batch=2, seq=16, **kw), steps=3)
+    assert m.step_s is not None and "transformers" in m.versions
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers not installed")
+def test_measure_generates(cpu_cuda: None) -> None:
+    spec = parse_hf_config(TINY_LLAMA, "tiny")
+    m = measuring.measure(spec, PlanSettings(task="infer", batch=2, prompt=20, new_tokens=5))
+    assert m.new_tokens == 5 and m.generate_s is not None and m.generate_s > 0
+
+
+def test_measure_refuses_what_it_cannot_build(cpu_cuda: None) -> None:
+    from gpukit.errors import PlanError
+
+    with pytest.raises(PlanError):
+        measuring.measure(load_model(None, "7B"), PlanSettings(task="train"))
+    with pytest.raises(PlanError, match="bf16-master"):
+        measuring.measure(load_model("seed-cnn"), PlanSettings(task="train", recipe="bf16-master"))
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers not installed")
+def test_grid_row_and_table(cpu_cuda: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks" / "scripts"))
+    sys.modules.pop("plan_grid", None)
+    import plan_grid
+
+    assert len(plan_grid.GRID) >= 12
+    monkeypatch.setattr(plan_grid, "_model", lambda name: parse_hf_config(TINY_LLAMA, name))
+    rows = [
+        plan_grid.run_one("tiny", dict(task="train", recipe="amp-bf16", batch=2, seq=16), tmp_path / "r.db"),
+        plan_grid.run_one("tiny", dict(task="infer", batch=1, prompt=8, new_tokens=3), tmp_path / "r.db"),
+    ]
+    for row in rows:
+        assert row["gpu"] == "h200-sxm" and row["meas_alloc"] > 0 and row["time_err"] is not None
+        assert isinstance(row["pass"], bool)
+    text = plan_grid.table(rows)
+    assert "tiny amp-bf16 b2 s16" in text and "configurations within ±10% memory" in text
+    import sqlite3
+
+    assert sqlite3.connect(tmp_path / "r.db").execute("SELECT COUNT(*) FROM plan_validations").fetchone() == (2,)
+
+
+def test_cli_measure_prints_comparison_and_stores_it(cpu_cuda: None, run_cli: Any, tmp_path: Path) -> None:
+    import json
+    import sqlite3
+
+    db = tmp_path / "h.db"
+    r = run_cli("plan", "seed-cnn", "--batch", "4", "--recipe", "fp32", "--measure", "--db", str(db), "--json")
+    assert r.exit_code == 0, r.stderr
+    cmp = json.loads(r.stdout)["measurement"]
+    assert set(cmp["rows"]) == {"peak allocated", "peak reserved", "step time"}
+    assert cmp["measured_time_s"] > 0 and cmp["db"] == str(db)
+    assert sqlite3.connect(db).execute("SELECT model FROM plan_validations").fetchall() == [("seed-cnn",)]
+    table = run_cli("plan", "seed-cnn", "--batch", "4", "--recipe", "fp32", "--measure", "--db", str(db))
+    assert table.exit_code == 0 and "predicted vs measured" in table.stdout
