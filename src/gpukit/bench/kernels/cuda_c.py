@@ -21,6 +21,7 @@ __all__ = [
     "SOURCE",
     "compile_module",
     "mandelbrot",
+    "mandelbrot_naive",
     "saxpy",
     "source_text",
     "vector_add",
@@ -150,19 +151,30 @@ def saxpy(alpha: float, x: Any, y: Any, out: Any) -> None:
     _kernel("saxpy_f32")((_stream_grid(n),), (THREADS,), (np.float32(alpha), x, y, out, np.int64(n)))
 
 
-def mandelbrot(out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int) -> None:
-    """Escape counts of the frame into a C-contiguous int32 cupy array ``out`` of shape (height, width)."""
+def _frame_args(name: str, out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int) -> tuple[Any, ...]:
     cupy = _cupy()
     if not isinstance(out, cupy.ndarray) or out.dtype != np.int32 or out.ndim != 2:
         raise WorkloadError(
-            "mandelbrot: out must be a 2-D int32 cupy array", hint="cupy.empty((height, width), dtype=cupy.int32)"
+            f"{name}: out must be a 2-D int32 cupy array", hint="cupy.empty((height, width), dtype=cupy.int32)"
         )
-    _check_arrays("mandelbrot", {"out": out}, ("int32",))
+    _check_arrays(name, {"out": out}, ("int32",))
     height, width = (int(s) for s in out.shape)
     check_frame(height, width, x0, x1, y0, y1, max_iter)
     f = frame_f32(height, width, x0, x1, y0, y1)
-    tw, th = MANDEL_TILE
-    grid = (math.ceil(width / tw), math.ceil(height / th))
-    args = (out, np.int32(height), np.int32(width), np.float32(f.x0), np.float32(f.dx), np.float32(f.y0),
+    return (out, np.int32(height), np.int32(width), np.float32(f.x0), np.float32(f.dx), np.float32(f.y0),
             np.float32(f.dy), np.int32(max_iter))  # fmt: skip
+
+
+def mandelbrot(out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int) -> None:
+    """Escape counts of the frame into a C-contiguous int32 cupy array ``out`` of shape (height, width)."""
+    args = _frame_args("mandelbrot", out, x0, x1, y0, y1, max_iter)
+    tw, th = MANDEL_TILE
+    grid = (math.ceil(int(args[2]) / tw), math.ceil(int(args[1]) / th))
     _kernel("mandelbrot_f32")(grid, (THREADS,), args)
+
+
+def mandelbrot_naive(out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int) -> None:
+    """The straightforward kernel in CUDA C (one pixel per thread, 16 × 16 blocks): separates language from method."""
+    args = _frame_args("mandelbrot_naive", out, x0, x1, y0, y1, max_iter)
+    grid = (math.ceil(int(args[2]) / 16), math.ceil(int(args[1]) / 16))
+    _kernel("mandelbrot_naive_f32")(grid, (16, 16), args)

@@ -18,6 +18,9 @@ __all__ = ["Frame", "check_frame", "frame_f32"]
 
 # Counts are int32 and kernels keep the iteration counter in 32 bits.
 MAX_ITER_LIMIT = 2**31 - 1
+# The GPU kernels put rows on the grid's y axis (at most 65,535 blocks) with 8 rows per block.
+MAX_HEIGHT = 65_535 * 8
+MAX_WIDTH = 2**24 - 1  # column indices are converted to float32 exactly
 
 
 @dataclass(frozen=True)
@@ -46,10 +49,10 @@ def check_frame(height: int, width: int, x0: float, x1: float, y0: float, y1: fl
             f"mandelbrot: image shape ({height}, {width}) is empty",
             hint="pass an output array of shape (height, width) with both sides ≥ 1",
         )
-    if height >= 2**24 or width >= 2**24:
+    if height > MAX_HEIGHT or width > MAX_WIDTH:
         raise WorkloadError(
-            f"mandelbrot: image shape ({height}, {width}) too large for float32 pixel indices",
-            hint="keep height and width below 16,777,216",
+            f"mandelbrot: image shape ({height}, {width}) is too large for the kernels' grid",
+            hint=f"keep height ≤ {MAX_HEIGHT:,} and width ≤ {MAX_WIDTH:,}",
         )
     bounds = (x0, x1, y0, y1)
     if not all(math.isfinite(float(v)) for v in bounds):
