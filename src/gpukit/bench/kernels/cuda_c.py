@@ -33,6 +33,7 @@ INSTALL_HINT = "pip install cupy-cuda12x (CUDA 12 driver) or cupy-cuda13x (CUDA 
 THREADS = 256  # = STREAM_THREADS in kernels.cu; the Mandelbrot kernel also uses 256 (a 32 x 8 pixel tile)
 VEC = 4  # elements per 16-byte vector
 MANDEL_TILE = (32, 8)  # (columns, rows) per block
+NVRTC_OPTIONS = ("--std=c++17",)  # no fast-math: the Mandelbrot kernel depends on IEEE rounding
 
 
 def _cupy() -> ModuleType:
@@ -52,7 +53,7 @@ def source_text() -> str:
 def _module(device_id: int) -> Any:
     """One compiled module per device per process (NVRTC targets the current device's architecture)."""
     cupy = _cupy()
-    module = cupy.RawModule(code=source_text(), options=("--std=c++17",))
+    module = cupy.RawModule(code=source_text(), options=NVRTC_OPTIONS)
     module.compile()  # compile now, so a compile error surfaces here with its log, not at the first launch
     return module
 
@@ -111,7 +112,9 @@ def _check_arrays(name: str, arrays: dict[str, Any], dtypes: tuple[str, ...]) ->
     for label, arr in arrays.items():
         lo = arr.data.ptr
         if label != "out" and lo != out_lo and lo < out_hi and out_lo < lo + arr.nbytes:
-            raise WorkloadError(f"{name}: out partly overlaps {label}", hint="use a separate output or exactly x itself")
+            raise WorkloadError(
+                f"{name}: out partly overlaps {label}", hint="use a separate output or exactly x itself"
+            )
 
 
 def _stream_grid(n: int) -> int:
@@ -161,8 +164,16 @@ def _frame_args(name: str, out: Any, x0: float, x1: float, y0: float, y1: float,
     height, width = (int(s) for s in out.shape)
     check_frame(height, width, x0, x1, y0, y1, max_iter)
     f = frame_f32(height, width, x0, x1, y0, y1)
-    return (out, np.int32(height), np.int32(width), np.float32(f.x0), np.float32(f.dx), np.float32(f.y0),
-            np.float32(f.dy), np.int32(max_iter))  # fmt: skip
+    return (
+        out,
+        np.int32(height),
+        np.int32(width),
+        np.float32(f.x0),
+        np.float32(f.dx),
+        np.float32(f.y0),
+        np.float32(f.dy),
+        np.int32(max_iter),
+    )
 
 
 def mandelbrot(out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int) -> None:

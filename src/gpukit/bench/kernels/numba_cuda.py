@@ -60,7 +60,7 @@ def _version(dist: str) -> str:
 def _simulated() -> bool:
     from numba import config
 
-    return bool(config.ENABLE_CUDASIM)
+    return bool(getattr(config, "ENABLE_CUDASIM", 0))
 
 
 def _rounded_ops() -> tuple[Any, Any, Any, Any]:
@@ -94,7 +94,7 @@ def _rounded_ops() -> tuple[Any, Any, Any, Any]:
 
 
 @cache
-def _kernels() -> SimpleNamespace:  # noqa: C901 - one closure per kernel, compiled lazily by numba
+def _kernels() -> SimpleNamespace:
     global cuda
     cuda = _cuda()
     from numba import float32

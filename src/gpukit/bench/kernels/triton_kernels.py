@@ -118,6 +118,17 @@ def mandelbrot(out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: i
     cfg = MANDEL_CONFIG
     grid = (math.ceil(width / cfg["BW"]), math.ceil(height / cfg["BH"]))
     _jit().mandelbrot_kernel[grid](
-        out, height, width, f.x0, f.dx, f.y0, f.dy, int(max_iter),
-        BH=cfg["BH"], BW=cfg["BW"], UNROLL=cfg["UNROLL"], num_warps=cfg["num_warps"], enable_fp_fusion=False,
-    )  # fmt: skip
+        out,
+        height,
+        width,
+        f.x0,
+        f.dx,
+        f.y0,
+        f.dy,
+        int(max_iter),
+        BH=cfg["BH"],
+        BW=cfg["BW"],
+        UNROLL=cfg["UNROLL"],
+        num_warps=cfg["num_warps"],
+        enable_fp_fusion=False,
+    )

@@ -84,11 +84,18 @@ def test_every_launched_cuda_c_kernel_is_defined_in_the_source() -> None:
 
     wrapper = Path(cuda_c.__file__).read_text(encoding="utf-8")
     launched = set(re.findall(r'"((?:vector_add|saxpy|mandelbrot)\w*_(?:f32|i32))"', wrapper))
-    defined = set(re.findall(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\)\s*)?(\w+)\(', cuda_c.source_text()))
+    defined = set(
+        re.findall(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\)\s*)?(\w+)\(', cuda_c.source_text())
+    )
     assert launched == {
-        "vector_add_f32", "vector_add_i32", "vector_add_naive_f32", "vector_add_naive_i32", "saxpy_f32",
-        "mandelbrot_f32", "mandelbrot_naive_f32",
-    }  # fmt: skip
+        "vector_add_f32",
+        "vector_add_i32",
+        "vector_add_naive_f32",
+        "vector_add_naive_i32",
+        "saxpy_f32",
+        "mandelbrot_f32",
+        "mandelbrot_naive_f32",
+    }
     assert launched <= defined
 
 
@@ -112,3 +119,41 @@ def test_cuda_c_source_compiles_for_sm90_without_spills(tmp_path: Path) -> None:
     regs = dict(re.findall(r"Compiling entry function '(\w+)'.*?Used (\d+) registers", report, re.S))
     for name in ("vector_add_f32", "vector_add_i32", "saxpy_f32"):
         assert int(regs[name]) <= 32, (name, regs[name])
+
+
+def _libnvrtc() -> Path | None:
+    """libnvrtc from the CUDA pip wheels torch/cupy bring, or from a toolkit."""
+    import site
+
+    roots = [*site.getsitepackages(), "/usr/local"]
+    patterns = ["nvidia/cu13/lib/libnvrtc.so.*", "nvidia/cuda_nvrtc/lib/libnvrtc.so.*", "cuda*/lib64/libnvrtc.so.*"]
+    for root in roots:
+        for pat in patterns:
+            hits = sorted(p for p in Path(root).glob(pat) if "builtins" not in p.name and "alt" not in p.name)
+            if hits:
+                return hits[-1]
+    return None
+
+
+@pytest.mark.skipif(_libnvrtc() is None, reason="no libnvrtc here (it comes with CUDA wheels or a toolkit)")
+def test_cuda_c_source_compiles_with_nvrtc_like_cupy() -> None:
+    """The run-time path: NVRTC with the options cuda_c.py gives cupy.RawModule, for sm_90."""
+    lib = _libnvrtc()
+    assert lib is not None
+    body = f"""
+    import ctypes, json
+    from gpukit.bench.kernels import cuda_c
+    nvrtc = ctypes.CDLL({str(lib)!r})
+    prog = ctypes.c_void_p()
+    src = cuda_c.source_text().encode()
+    assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src, b"kernels.cu", 0, None, None) == 0
+    opts = [o.encode() for o in (*cuda_c.NVRTC_OPTIONS, "--gpu-architecture=sm_90")]
+    rc = nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+    size = ctypes.c_size_t()
+    nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    nvrtc.nvrtcGetProgramLog(prog, log)
+    print(json.dumps({{"rc": rc, "log": log.value.decode(errors="replace")}}))
+    """
+    result = run_json(body, {"LD_LIBRARY_PATH": str(lib.parent)})
+    assert result["rc"] == 0, result["log"]
