@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from gpukit.bench.kernels.frame import check_frame, frame_f32
+from gpukit.bench.kernels.frame import launch_scalars
 from gpukit.errors import BackendUnavailable, WorkloadError
 
 __all__ = [
@@ -66,7 +66,7 @@ def _device_shape(device_id: int) -> tuple[int, int]:
 
 
 def _current_device() -> int:
-    return int(_cupy().cuda.Device().id)
+    return int(_cupy().cuda.runtime.getDevice())
 
 
 def compile_module() -> None:
@@ -74,13 +74,19 @@ def compile_module() -> None:
     _module(_current_device())
 
 
-def _kernel(name: str) -> Any:
+@cache
+def _function(device_id: int, name: str) -> Any:
+    """A kernel of the device's module, looked up once (this sits on the launch path of microsecond kernels)."""
     try:
-        return _module(_current_device()).get_function(name)
+        return _module(device_id).get_function(name)
     except BackendUnavailable:
         raise
     except Exception as exc:  # NVRTC/driver errors carry the compiler log in their message
         raise WorkloadError(f"CUDA C kernel {name} failed to compile or load: {exc}", hint=f"see {SOURCE}") from exc
+
+
+def _kernel(name: str) -> Any:
+    return _function(_current_device(), name)
 
 
 def _check_arrays(name: str, arrays: dict[str, Any], dtypes: tuple[str, ...]) -> None:
@@ -161,19 +167,8 @@ def _frame_args(name: str, out: Any, x0: float, x1: float, y0: float, y1: float,
             f"{name}: out must be a 2-D int32 cupy array", hint="cupy.empty((height, width), dtype=cupy.int32)"
         )
     _check_arrays(name, {"out": out}, ("int32",))
-    height, width = (int(s) for s in out.shape)
-    check_frame(height, width, x0, x1, y0, y1, max_iter)
-    f = frame_f32(height, width, x0, x1, y0, y1)
-    return (
-        out,
-        np.int32(height),
-        np.int32(width),
-        np.float32(f.x0),
-        np.float32(f.dx),
-        np.float32(f.y0),
-        np.float32(f.dy),
-        np.int32(max_iter),
-    )
+    height, width = out.shape
+    return (out, np.int32(height), np.int32(width), *launch_scalars(int(height), int(width), x0, x1, y0, y1, max_iter))
 
 
 def mandelbrot(out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from gpukit.bench.kernels.frame import check_frame, frame_f32
+from gpukit.bench.kernels.frame import launch_scalars
 from gpukit.errors import BackendUnavailable, WorkloadError
 
 __all__ = ["mandelbrot", "mandelbrot_naive", "saxpy", "vector_add"]
@@ -272,10 +272,8 @@ def saxpy(alpha: float, x: Any, y: Any, out: Any) -> None:
 
 def _frame_args(name: str, out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int) -> tuple[Any, ...]:
     (out,) = _check(name, {"out": out}, ("int32",), ndim=2)
-    height, width = (int(s) for s in out.shape)
-    check_frame(height, width, x0, x1, y0, y1, max_iter)
-    f = frame_f32(height, width, x0, x1, y0, y1)
-    return out, np.float32(f.x0), np.float32(f.dx), np.float32(f.y0), np.float32(f.dy), np.int32(max_iter)
+    height, width = out.shape
+    return (out, *launch_scalars(int(height), int(width), x0, x1, y0, y1, max_iter))
 
 
 def mandelbrot_naive(out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int) -> None:
