@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from typing import Any
 
 import pytest
 from kernels_subproc import run_json
+
+pytestmark = pytest.mark.skipif(find_spec("triton") is None, reason="triton is not installed")
 
 BODY = """
 import json
