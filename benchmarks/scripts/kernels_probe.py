@@ -322,24 +322,23 @@ def run_stream(torch: Any, backends: dict[str, Any], gib: float, reps: int) -> N
 def run_mandelbrot(torch: Any, backends: dict[str, Any], reps: int) -> None:
     from gpukit.bench.kernels import cpu
 
-    kernels = [
-        ("numba", "mandelbrot_naive"),
-        ("numba", "mandelbrot"),
-        ("cuda_c", "mandelbrot"),
-        ("cuda_c", "mandelbrot_naive"),
-        ("triton", "mandelbrot"),
-    ]
+    kernels: list[tuple[str, str, Callable[..., None]]] = []
+    for backend, fn_name in (("numba", "mandelbrot_naive"), ("numba", "mandelbrot"), ("cuda_c", "mandelbrot"),
+                             ("cuda_c", "mandelbrot_naive"), ("triton", "mandelbrot")):  # fmt: skip
+        if backend in backends:
+            kernels.append((f"{backend}.{fn_name}", backend, getattr(backends[backend], fn_name)))
+    if "triton" in backends:  # other tile shapes, for choosing MANDEL_CONFIG (not counted in the verdict)
+        for bh, bw, warps in ((16, 16, 4), (8, 16, 4), (4, 8, 1), (8, 8, 1)):
+            cfg = {"BH": bh, "BW": bw, "num_warps": warps}
+            kernels.append((f"triton.mandelbrot [variant {bh}x{bw} warps={warps}]", "triton",
+                            triton_variant(backends["triton"], cfg)))  # fmt: skip
     for frame, (h, w, x0, x1, y0, y1, it) in FRAMES.items():
         log(f"mandelbrot {frame}: {h} rows x {w} columns, {it} iterations")
         results: dict[str, np.ndarray] = {}
-        for backend, fn_name in kernels:
-            if backend not in backends:
-                continue
-            label = f"{backend}.{fn_name}"
+        for label, backend, fn in kernels:
             try:
                 out_t = torch.full((h, w), -1, device="cuda", dtype=torch.int32)
                 out = views(backends, {"out": out_t})[backend]["out"]
-                fn = getattr(backends[backend], fn_name)
                 t0 = time.perf_counter()
                 fn(out, x0, x1, y0, y1, it)
                 torch.cuda.synchronize()
@@ -360,6 +359,18 @@ def run_mandelbrot(torch: Any, backends: dict[str, Any], reps: int) -> None:
             )
             log(f"  {label:28s} {t['median_ms']:8.3f} ms (batched {batched:7.3f} ms, first call {first_s:5.2f} s)")
         check_mandelbrot(cpu, frame, results)
+
+
+def triton_variant(tk: Any, cfg: dict[str, int]) -> Callable[..., None]:
+    def run(out: Any, *frame: Any) -> None:
+        saved = dict(tk.MANDEL_CONFIG)
+        tk.MANDEL_CONFIG.update(cfg)
+        try:
+            tk.mandelbrot(out, *frame)
+        finally:
+            tk.MANDEL_CONFIG.update(saved)
+
+    return run
 
 
 def check_mandelbrot(cpu: Any, frame: str, results: dict[str, np.ndarray]) -> None:
@@ -415,7 +426,7 @@ def verdict() -> list[dict[str, Any]]:
     for frame in FRAMES:
         ms = {e["kernel"]: e for e in RESULTS["mandelbrot"] if e["frame"] == frame}
         naive = ms.get("numba.mandelbrot_naive")
-        fast = [e for k, e in ms.items() if "naive" not in k and e.get("mismatch_vs_base") == 0]
+        fast = [e for k, e in ms.items() if "naive" not in k and "variant" not in k and e.get("mismatch_vs_base") == 0]
         if naive and fast:
             best = min(fast, key=lambda e: e["median_ms"])
             value = naive["median_ms"] / best["median_ms"]
