@@ -22,6 +22,7 @@ from gpukit.bench.backends.base import Backend
 from gpukit.bench.results import THROUGHPUT_UNITS, Ceilings, Result
 from gpukit.bench.timing import HostClock, choose_inner, measure
 from gpukit.bench.workloads.base import Implementation, Size, Workload
+from gpukit.errors import BackendUnavailable
 
 __all__ = ["Progress", "Settings", "run_one"]
 
@@ -142,6 +143,8 @@ def run_one(
         return _measure(workload, impl, backend, size, prepared, settings, base)
     except KeyboardInterrupt:
         raise
+    except BackendUnavailable as exc:  # a kernel module found its framework missing: skipped, with the hint
+        return _skip(base, "skipped", exc.message, exc.hint)
     except Exception as exc:
         return _skip(base, "failed", *_reason(exc))
     finally:
