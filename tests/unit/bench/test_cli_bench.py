@@ -65,7 +65,8 @@ def test_seed_example_and_csv(run_cli: Callable[..., Any], tmp_path: Path) -> No
 
 
 def test_user_workload_from_file(run_cli: Callable[..., Any], tmp_path: Path) -> None:
-    res = run_cli("bench", "--workload", f"{EXAMPLE}:WORKLOAD", "--device", "cpu", "--repeat", "3", "--no-save",
+    res = run_cli("bench", "--workload", f"{EXAMPLE}:WORKLOAD", "--size", "64KiB", "--device", "cpu", "--repeat", "3",
+                  "--no-save",
                   "--no-ceilings", "--json")
     assert res.exit_code == 0, res.stderr
     rows = json.loads(res.stdout)["results"]

@@ -20,7 +20,7 @@ FAST = Settings(repeats=3, warmup=1, budget_s=5.0)
 def _run(workload: str, impl: str, size: str) -> Result:
     w = get_workload(workload)
     s = w.parse_size(size)
-    return run_one(w, impl, s, prepare(w, s, np.random.default_rng(1)), FAST)
+    return run_one(w, impl, s, lambda: prepare(w, s, np.random.default_rng(1)), FAST)
 
 
 @pytest.mark.parametrize("impl", ["python", "numpy", "numba-cpu", "torch-cpu"])
