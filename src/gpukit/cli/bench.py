@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.console import Console
 
 from gpukit.cli import render
 
@@ -40,7 +41,7 @@ def _throughput(r: Result) -> str:
 def _kernel(r: Result) -> str:
     if not r.ok:
         reason = (r.reason or "").replace("\n", " ")
-        return f"{r.status}: {reason[:70]}{'…' if len(reason) > 70 else ''}"
+        return f"{r.status}: {reason[:60]}{'…' if len(reason) > 60 else ''}"
     return f"{render.fmt_seconds(r.kernel_median_s)} ({render.fmt_seconds(r.kernel_min_s)}–{render.fmt_seconds(r.kernel_max_s)})"
 
 
@@ -109,11 +110,17 @@ def print_run(run: Run) -> None:
         render.table(["ceiling", "measured (this run)", spec], ceilings_rows(c), title="Ceilings")
     )
     # Piped output is not wrapped at 80 columns: the table is the product, keep its rows on one line each.
-    width = None if render.console.is_terminal else 220
-    render.console.print(
-        render.table(RESULT_COLUMNS, results_rows(run.results), title="Results (speedup: kernel vs best CPU)"),
-        width=width,
-    )
+    console = render.console if render.console.is_terminal else Console(highlight=False, soft_wrap=False, width=240)
+    console.print(render.table(RESULT_COLUMNS, results_rows(run.results), title="Results (speedup: kernel vs best CPU)"))
+    # One line per reason a backend is missing here, with the command that fixes it.
+    missing: dict[tuple[str, str], list[str]] = {}
+    for r in run.results:
+        if r.status == "skipped" and r.hint and r.reason and not r.reason.startswith("estimated"):
+            names = missing.setdefault((r.reason, r.hint), [])
+            if r.backend not in names:
+                names.append(r.backend)
+    for (reason, hint), names in missing.items():
+        render.console.print(f"[dim]not available: {', '.join(names)}: {reason} — {hint}[/]")
     previews = [(r.backend, r.output_preview) for r in run.results if r.ok and r.output_preview is not None]
     for backend, values in previews:
         render.console.print(f"{backend:>20}: C = {values}")
