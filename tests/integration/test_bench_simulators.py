@@ -32,7 +32,11 @@ def _run(backend: str, env_var: str) -> list[dict]:  # type: ignore[type-arg]
     env = {**os.environ, env_var: "1", "PYTHONPATH": str(SRC)}
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT.format(backend=backend)],
-        capture_output=True, text=True, env=env, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]

@@ -9,6 +9,7 @@ Anything an implementation raises becomes a ``failed`` row with the reason; only
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -148,10 +149,8 @@ def run_one(
     except Exception as exc:
         return _skip(base, "failed", *_reason(exc))
     finally:
-        try:
+        with contextlib.suppress(Exception):  # releasing cached memory is best effort
             backend.release()
-        except Exception:  # pragma: no cover - best effort
-            pass
 
 
 def _measure(

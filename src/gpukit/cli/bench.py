@@ -1,4 +1,4 @@
-"""`gpukit bench`: the same work on CPU and GPU, through each way a Python developer can write it — checked numbers only.
+"""`gpukit bench`: the same work on CPU and GPU, each way a Python developer can write it — checked numbers only.
 
 Rendering helpers for the bench group live here too (results table, ceilings, CSV, Markdown, baseline checks).
 """
@@ -21,9 +21,32 @@ if TYPE_CHECKING:
     from gpukit.bench.results import Ceilings, Result, Run
 
 CSV_FIELDS = (
-    "workload", "backend", "device", "size", "status", "reason", "dtype", "check", "error", "compile_s", "h2d_s",
-    "kernel_median_s", "kernel_min_s", "kernel_max_s", "d2h_s", "end_to_end_s", "throughput_unit", "gbps",
-    "giter_per_s", "tflops", "samples_per_s", "pct_of_ceiling", "speedup", "speedup_e2e", "energy_j", "repeats",
+    "workload",
+    "backend",
+    "device",
+    "size",
+    "status",
+    "reason",
+    "dtype",
+    "check",
+    "error",
+    "compile_s",
+    "h2d_s",
+    "kernel_median_s",
+    "kernel_min_s",
+    "kernel_max_s",
+    "d2h_s",
+    "end_to_end_s",
+    "throughput_unit",
+    "gbps",
+    "giter_per_s",
+    "tflops",
+    "samples_per_s",
+    "pct_of_ceiling",
+    "speedup",
+    "speedup_e2e",
+    "energy_j",
+    "repeats",
 )
 
 
@@ -42,7 +65,8 @@ def _kernel(r: Result) -> str:
     if not r.ok:
         reason = (r.reason or "").replace("\n", " ")
         return f"{r.status}: {reason[:60]}{'…' if len(reason) > 60 else ''}"
-    return f"{render.fmt_seconds(r.kernel_median_s)} ({render.fmt_seconds(r.kernel_min_s)}–{render.fmt_seconds(r.kernel_max_s)})"
+    spread = f"{render.fmt_seconds(r.kernel_min_s)}–{render.fmt_seconds(r.kernel_max_s)}"
+    return f"{render.fmt_seconds(r.kernel_median_s)} ({spread})"
 
 
 def _transfers(r: Result) -> str:
@@ -81,8 +105,17 @@ def results_rows(results: list[Result]) -> list[list[str]]:
 
 
 RESULT_COLUMNS = (
-    "workload", "backend", "device", "size", "compile", "transfers (h2d + d2h)", "kernel median (min–max)",
-    "throughput", "% of ceiling", "speedup", "check",
+    "workload",
+    "backend",
+    "device",
+    "size",
+    "compile",
+    "transfers (h2d + d2h)",
+    "kernel median (min–max)",
+    "throughput",
+    "% of ceiling",
+    "speedup",
+    "check",
 )
 
 
@@ -106,12 +139,12 @@ def ceilings_rows(c: Ceilings) -> list[list[str]]:
 def print_run(run: Run) -> None:
     c = run.ceilings
     spec = f"datasheet ({c.spec_name})" if c.spec_name else "datasheet"
-    render.console.print(
-        render.table(["ceiling", "measured (this run)", spec], ceilings_rows(c), title="Ceilings")
-    )
+    render.console.print(render.table(["ceiling", "measured (this run)", spec], ceilings_rows(c), title="Ceilings"))
     # Piped output is not wrapped at 80 columns: the table is the product, keep its rows on one line each.
     console = render.console if render.console.is_terminal else Console(highlight=False, soft_wrap=False, width=240)
-    console.print(render.table(RESULT_COLUMNS, results_rows(run.results), title="Results (speedup: kernel vs best CPU)"))
+    console.print(
+        render.table(RESULT_COLUMNS, results_rows(run.results), title="Results (speedup: kernel vs best CPU)")
+    )
     # One line per reason a backend is missing here, with the command that fixes it.
     missing: dict[tuple[str, str], list[str]] = {}
     for r in run.results:
@@ -169,8 +202,12 @@ def to_markdown(run: Run) -> str:
 def print_baseline(checks: list[BaselineCheck], tolerance_pct: float) -> None:
     rows = [
         [
-            c.workload, c.backend, c.device, c.size,
-            render.fmt(c.expected, ",.4g"), render.fmt(c.measured, ",.4g"),
+            c.workload,
+            c.backend,
+            c.device,
+            c.size,
+            render.fmt(c.expected, ",.4g"),
+            render.fmt(c.measured, ",.4g"),
             render.fmt(c.ratio * 100 if c.ratio is not None else None, ".0f", "%"),
             c.verdict if c.ok else f"[red]{c.verdict}[/]",
         ]
@@ -205,8 +242,13 @@ def _progress_callback() -> tuple[Any, Any]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     bar = Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=render.err_console, transient=True, disable=not render.err_console.is_terminal,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=render.err_console,
+        transient=True,
+        disable=not render.err_console.is_terminal,
     )
     task = bar.add_task("measuring", total=None)
 
@@ -260,11 +302,19 @@ def bench(
     bar, callback = _progress_callback()
     with bar:
         run = bench_run(
-            targets or None, backends=backend or None, device=device, sizes=sizes or None, quick=quick,
-            repeat=repeat, energy=energy, ceilings=not (no_ceilings or seed_example), seed=seed,
-            budget_s=budget or (10.0 if quick else 30.0), progress=callback,
+            targets or None,
+            backends=backend or None,
+            device=device,
+            sizes=sizes or None,
+            quick=quick,
+            repeat=repeat,
+            energy=energy,
+            ceilings=not (no_ceilings or seed_example),
+            seed=seed,
+            budget_s=budget or (10.0 if quick else 30.0),
+            progress=callback,
         )
-    run.settings["command"] = "gpukit bench " + " ".join(sys.argv[1:] if sys.argv[0].endswith("gpukit") else [])
+    run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
     if not no_save:
         from gpukit.bench.store import Store
 
@@ -273,8 +323,15 @@ def bench(
 
 
 def _report(
-    run: Run, baseline: str | None, tol: float, write_baseline: Path | None, markdown: Path | None,
-    save_image: Path | None, as_json: bool, as_csv: bool, db: Path | None,
+    run: Run,
+    baseline: str | None,
+    tol: float,
+    write_baseline: Path | None,
+    markdown: Path | None,
+    save_image: Path | None,
+    as_json: bool,
+    as_csv: bool,
+    db: Path | None,
 ) -> int:
     from gpukit.bench import compare
 
@@ -320,15 +377,15 @@ def _sweep(
     workloads: list[str] | None, backend: list[str] | None, device: str, quick: bool, repeat: int | None, as_json: bool
 ) -> int:
     """Delegates to ``gpukit.bench.sweep.run_sweep`` (issue 3) when it exists."""
+    import importlib
     import importlib.util
 
     from gpukit.errors import ConfigError
 
     if importlib.util.find_spec("gpukit.bench.sweep") is None:
         raise ConfigError("--sweep is not available in this build", hint="update gpukit")
-    from gpukit.bench import sweep as sweep_mod
-
-    result = sweep_mod.run_sweep(  # type: ignore[attr-defined]
+    sweep_mod = importlib.import_module("gpukit.bench.sweep")
+    result = sweep_mod.run_sweep(
         workloads=workloads or None, backends=backend or None, device=device, quick=quick, repeat=repeat
     )
     if as_json:
@@ -341,4 +398,3 @@ def _sweep(
 def register(app: typer.Typer) -> None:
     """Add `gpukit bench`."""
     app.command("bench")(bench)
-

@@ -50,7 +50,7 @@ def _python(inputs: Mapping[str, Any], out: Any, size: Size) -> None:
 def _python_estimate(size: Size) -> float:
     small = 100_000
     x = np.ones(small, dtype=np.float32).tolist()
-    out = np.empty(small, dtype=np.float32)
+    out: Any = np.empty(small, dtype=np.float32)
 
     def run() -> None:
         from gpukit.bench.kernels import cpu
