@@ -1,4 +1,5 @@
 """Runs one workload × implementation × size into a verified :class:`Result` (see ``run_one``), and whole runs."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

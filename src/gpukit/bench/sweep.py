@@ -106,7 +106,7 @@ class SizePoint:
 
     @property
     def verdict(self) -> str:
-        """"gpu" (wins beyond the spread), "cpu" (loses beyond it) or "tie"."""
+        """ "gpu" (wins beyond the spread), "cpu" (loses beyond it) or "tie"."""
         if self.gpu_range_s[1] < self.cpu_range_s[0]:
             return "gpu"
         if self.cpu_range_s[1] < self.gpu_range_s[0]:

@@ -104,8 +104,7 @@ def test_flip_flop_counts_only_a_win_that_lasts():
 def test_ties_after_the_crossover_do_not_undo_it_but_a_loss_does():
     def pts(speedups):
         return [
-            SizePoint(str(2**i), 2**i, "c", "g", s, 1.0, (s * 0.9, s * 1.1), (0.9, 1.1))
-            for i, s in enumerate(speedups)
+            SizePoint(str(2**i), 2**i, "c", "g", s, 1.0, (s * 0.9, s * 1.1), (0.9, 1.1)) for i, s in enumerate(speedups)
         ]
 
     assert find_crossover("w", "", "kernel", pts([0.5, 2.0, 1.05, 3.0])).size_label == "2"  # tie at 4

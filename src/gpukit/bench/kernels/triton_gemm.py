@@ -153,9 +153,9 @@ def _set_block_shapes(nargs: dict[str, Any]) -> None:
 
 _KEY = ["M", "N", "K"]
 _ptr_autotuned = triton.autotune(configs=[c.as_triton() for c in _HOPPER_CONFIGS], key=_KEY)(_matmul_ptr_kernel)
-_tma_autotuned = triton.autotune(
-    configs=[c.as_triton(pre_hook=_set_block_shapes) for c in _HOPPER_CONFIGS], key=_KEY
-)(_matmul_tma_kernel)
+_tma_autotuned = triton.autotune(configs=[c.as_triton(pre_hook=_set_block_shapes) for c in _HOPPER_CONFIGS], key=_KEY)(
+    _matmul_tma_kernel
+)
 
 
 def _interpreting() -> bool:
