@@ -201,9 +201,7 @@ def to_html(report: Report) -> str:
         + _table(_CROSS_COLUMNS, [_cross_cells(c) for c in report.crossovers]),
         "roofline": "",
         "throughput": "",
-        "results": _table(
-            _RESULT_COLUMNS, [_result_cells(r) for r in run.results], lambda i: run.results[i].status
-        ),  # fmt: skip
+        "results": _table(_RESULT_COLUMNS, [_result_cells(r) for r in run.results], lambda i: run.results[i].status),
     }
     for p in report.plots:
         body[p.section] += _img(p)
@@ -237,7 +235,7 @@ def to_markdown(report: Report, plot_dir: str) -> str:
         "ceilings": _md_table(("ceiling", "value"), [list(r) for r in _ceiling_rows(run)]),
         "seed-claims": _md_table(
             ("claim", "the seed says", "measured here"), [[c.title, c.seed, c.text] for c in report.claims]
-        ),  # fmt: skip
+        ),
         "crossover": _md_table(_CROSS_COLUMNS, [_cross_cells(c) for c in report.crossovers]),
         "roofline": "",
         "throughput": "",

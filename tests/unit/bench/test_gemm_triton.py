@@ -30,8 +30,13 @@ for variant, (m, n, k) in (("ptr", (33, 17, 50)), ("ptr", (64, 48, 32)), ("tma",
     ref = a.double() @ b.double()
     out[f"{variant}-{m}x{n}x{k}"] = [list(c.shape), str(c.dtype), float((c.double() - ref).norm() / ref.norm())]
 errors = []
-for bad in ((torch.randn(4, 5), torch.randn(5, 4)), (torch.randn(4, 5).half(), torch.randn(6, 4).half()),
-            (torch.randn(4, 5).half(), torch.randn(5, 4).bfloat16()), (torch.randn(4, 5, 2).half(), torch.randn(5, 4).half())):
+bad_inputs = (
+    (torch.randn(4, 5), torch.randn(5, 4)),
+    (torch.randn(4, 5).half(), torch.randn(6, 4).half()),
+    (torch.randn(4, 5).half(), torch.randn(5, 4).bfloat16()),
+    (torch.randn(4, 5, 2).half(), torch.randn(5, 4).half()),
+)
+for bad in bad_inputs:
     try:
         matmul(*bad, config=cfg)
     except ConfigError as exc:

@@ -13,7 +13,7 @@ from gpukit.bench.results import Run
 
 pytest.importorskip("matplotlib")
 
-from synthetic import synthetic_run  # noqa: E402  (tests/unit/bench is on sys.path under pytest)
+from report_synthetic import synthetic_run  # tests/unit/bench is on sys.path under pytest
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

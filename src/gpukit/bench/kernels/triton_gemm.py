@@ -213,7 +213,7 @@ def matmul(
     if variant == "tma" and not ok:
         raise ConfigError(f"the TMA variant cannot run here: {why}", hint="use variant='ptr'")
     use_tma = ok and variant in ("auto", "tma")
-    M, K = a.shape
+    M = a.shape[0]
     N = b.shape[1]
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
 
