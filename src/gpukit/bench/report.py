@@ -70,8 +70,9 @@ def build_report(run: Run) -> Report:
     for w in report.workloads:
         mine = [c for c in found if c.workload == w and c.points]
         if mine:
-            report.plots.append(Plot(f"speedup-{w}", "crossover", f"{w}: speedup vs {size_axis(w)}",
-                                     rp.speedup_plot(w, mine)))  # fmt: skip
+            report.plots.append(
+                Plot(f"speedup-{w}", "crossover", f"{w}: speedup vs {size_axis(w)}", rp.speedup_plot(w, mine))
+            )
     report.plots.append(Plot("roofline", "roofline", "Roofline", rp.roofline_plot(run, _spec_peak_flops(run))))
     for w in report.workloads:
         if any(r.workload == w and r.ok for r in run.results):
@@ -91,8 +92,10 @@ def _f(value: Any, spec: str = ".3g") -> str:
 
 
 def _machine_rows(run: Run) -> list[tuple[str, str]]:
-    rows: list[tuple[str, str]] = [("run", f"#{run.id}" if run.id is not None else "unsaved"),
-                                   ("started", run.started_at or "n/a")]  # fmt: skip
+    rows: list[tuple[str, str]] = [
+        ("run", f"#{run.id}" if run.id is not None else "unsaved"),
+        ("started", run.started_at or "n/a"),
+    ]
     rows += _flatten("", run.machine)
     rows += [(f"version {k}", _f(v)) for k, v in sorted(run.versions.items())]
     settings = {k: v for k, v in run.settings.items() if k != "crossovers"}
@@ -118,15 +121,44 @@ def _ceiling_rows(run: Run) -> list[tuple[str, str]]:
     return rows
 
 
-_RESULT_COLUMNS = ("workload", "backend", "device", "size", "status", "kernel median", "throughput", "% ceiling",
-                   "speedup", "speedup e2e", "compile", "h2d", "d2h", "error", "reason")  # fmt: skip
+_RESULT_COLUMNS = (
+    "workload",
+    "backend",
+    "device",
+    "size",
+    "status",
+    "kernel median",
+    "throughput",
+    "% ceiling",
+    "speedup",
+    "speedup e2e",
+    "compile",
+    "h2d",
+    "d2h",
+    "error",
+    "reason",
+)
 
 
 def _result_cells(r: Result) -> list[str]:
     tp = f"{r.throughput:.4g} {THROUGHPUT_UNITS[r.throughput_unit][1]}" if r.throughput and r.throughput_unit else ""
-    return [r.workload, r.backend, r.device, r.size, r.status, _sec(r.kernel_median_s), tp,
-            _f(r.pct_of_ceiling, ".1f"), _x(r.speedup), _x(r.speedup_e2e), _sec(r.compile_s), _sec(r.h2d_s),
-            _sec(r.d2h_s), _f(r.error, ".2e"), r.reason or ""]  # fmt: skip
+    return [
+        r.workload,
+        r.backend,
+        r.device,
+        r.size,
+        r.status,
+        _sec(r.kernel_median_s),
+        tp,
+        _f(r.pct_of_ceiling, ".1f"),
+        _x(r.speedup),
+        _x(r.speedup_e2e),
+        _sec(r.compile_s),
+        _sec(r.h2d_s),
+        _sec(r.d2h_s),
+        _f(r.error, ".2e"),
+        r.reason or "",
+    ]
 
 
 def _sec(s: float | None) -> str:
@@ -146,8 +178,12 @@ _CROSS_COLUMNS = ("workload", "dtype", "mode", "GPU faster from", "estimate", "l
 
 
 def _cross_cells(c: Crossover) -> list[str]:
-    status = {"crosses": c.size_label, "gpu_always": f"{c.size_label} (every size measured)",
-              "never": "not within the sizes measured", "insufficient": "too few sizes"}[c.status]  # fmt: skip
+    status = {
+        "crosses": c.size_label,
+        "gpu_always": f"{c.size_label} (every size measured)",
+        "never": "not within the sizes measured",
+        "insufficient": "too few sizes",
+    }[c.status]
     est = f"≈ {c.x_estimate:,.0f}" if c.x_estimate else ""
     mode = "kernel only" if c.mode == "kernel" else "end to end (with transfers)"
     return [c.workload, c.group or "-", mode, status or "", est, c.below_label or "", size_axis(c.workload)]
@@ -164,8 +200,9 @@ img{max-width:100%;height:auto;display:block;margin:.5rem 0 1.5rem} .nm{color:#a
 """
 
 
-def _table(columns: tuple[str, ...] | list[str], rows: list[list[str]], row_class: Callable[[int], str] | None = None
-           ) -> str:  # fmt: skip
+def _table(
+    columns: tuple[str, ...] | list[str], rows: list[list[str]], row_class: Callable[[int], str] | None = None
+) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = []
     for i, row in enumerate(rows):

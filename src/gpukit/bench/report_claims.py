@@ -167,10 +167,14 @@ def seed_claims(run: Run, found: Sequence[Crossover]) -> list[Claim]:
             rows, "cnn-train", "cnn", "CNN training: GPU vs CPU", "a CNN trains 4.9–8.8× faster on a GPU", "32-fp32"
         ),
         _training(
-            rows, "mlp-train", "ann", "Small ANN training: CPU vs GPU", "a small ANN trained 1.2× faster on the CPU",
+            rows,
+            "mlp-train",
+            "ann",
+            "Small ANN training: CPU vs GPU",
+            "a small ANN trained 1.2× faster on the CPU",
             "32-fp32",
         ),
         _bandwidth(run),
         _tensor_cores(rows),
         _data_grows(found),
-    ]  # fmt: skip
+    ]

@@ -88,15 +88,21 @@ def roofline_plot(run: Run, spec_peak_flops: float | None = None) -> bytes:
         if bw:
             xs = [lo, hi] if not peak else [lo, peak[0] / (bw * 1e9), hi]
             ys = [min(x * bw * 1e9, peak[0]) if peak else x * bw * 1e9 for x in xs]
-            ax.plot(xs, ys, color=color, linewidth=1.5, label=f"{dev}: measured {bw:,.0f} GB/s" + (
-                f", GEMM {peak[1]} {peak[0] / 1e12:,.1f} TFLOP/s" if peak else ""))  # fmt: skip
+            ax.plot(
+                xs,
+                ys,
+                color=color,
+                linewidth=1.5,
+                label=f"{dev}: measured {bw:,.0f} GB/s"
+                + (f", GEMM {peak[1]} {peak[0] / 1e12:,.1f} TFLOP/s" if peak else ""),
+            )
         elif peak:
             ax.axhline(
                 peak[0], color=color, linewidth=1.5, label=f"{dev}: GEMM {peak[1]} {peak[0] / 1e12:,.1f} TFLOP/s"
             )
     if spec_peak_flops:
         ax.axhline(spec_peak_flops, color="C0", linestyle="--", linewidth=1, label="GPU datasheet peak (bf16 dense)")
-    markers = {}
+    markers: dict[str, str] = {}
     for r in rows:
         assert r.flops and r.bytes and r.kernel_median_s
         m = markers.setdefault(r.workload, "osD^vP*Xh<>"[len(markers) % 11])

@@ -146,11 +146,19 @@ class Crossover:
             "below": self.below_label,
             "axis": size_axis(self.workload),
             "points": [
-                {"size": p.label, "x": p.x, "cpu": p.cpu_backend, "gpu": p.gpu_backend, "cpu_s": p.cpu_s,
-                 "gpu_s": p.gpu_s, "speedup": p.speedup, "verdict": p.verdict}
+                {
+                    "size": p.label,
+                    "x": p.x,
+                    "cpu": p.cpu_backend,
+                    "gpu": p.gpu_backend,
+                    "cpu_s": p.cpu_s,
+                    "gpu_s": p.gpu_s,
+                    "speedup": p.speedup,
+                    "verdict": p.verdict,
+                }
                 for p in self.points
             ],
-        }  # fmt: skip
+        }
 
 
 def find_crossover(workload: str, group: str, mode: str, points: Sequence[SizePoint]) -> Crossover:
