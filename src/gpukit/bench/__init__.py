@@ -47,7 +47,7 @@ def run(
     Returns the :class:`Run` with ceilings measured in the same run and every row, including skipped and failed
     ones. KeyboardInterrupt stops early and returns the rows measured so far with ``interrupted=True``.
     """
-    from gpukit.bench.harness import run_all
+    from gpukit.bench.runner import run_all
 
     return run_all(
         workloads,

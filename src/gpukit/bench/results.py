@@ -66,6 +66,7 @@ class Result:
     samples_s: list[float] = field(default_factory=list)
     energy_j: float | None = None
     telemetry: dict[str, Any] | None = None  # GPU clocks, power, temperature, throttle reasons (before/after)
+    output_preview: list[Any] | None = None  # the whole output when it is tiny (≤ 16 elements), e.g. --seed-example
 
     @property
     def ok(self) -> bool:

@@ -23,6 +23,9 @@ BACKENDS: dict[str, str] = {
     "triton": "gpukit.bench.backends.torch:TritonBackend",
     "cupy": "gpukit.bench.backends.cupy:CupyBackend",
     "numba-cuda": "gpukit.bench.backends.numba_cuda:NumbaCudaBackend",
+    # output in host memory: only the bandwidth workload's device→host rows use these
+    "torch-d2h-pinned": "gpukit.bench.backends.torch:TorchPinnedOutBackend",
+    "torch-d2h-pageable": "gpukit.bench.backends.torch:TorchPageableOutBackend",
 }
 
 

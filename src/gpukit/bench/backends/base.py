@@ -46,6 +46,7 @@ class Backend(ABC):
 
     name: str = ""
     device: str = "cpu"
+    has_transfers: bool = False  # True when data must cross to another memory (GPU); else h2d/d2h are 0
 
     @abstractmethod
     def availability(self) -> Availability:

@@ -45,7 +45,12 @@ class Implementation:
     ``estimate_s(size)`` (optional) predicts the seconds of one call, so a slow implementation (pure Python) is
     refused with the estimate instead of running for minutes. ``prepare(host_inputs, size)`` (optional) replaces the
     backend's ``to_device`` for the inputs and is timed as the host→device transfer (the bandwidth workload uses it to
-    keep a pinned host buffer as the "input"). ``note`` says what the variant is (shown in docs).
+    keep a pinned host buffer as the "input"). ``dtype`` is the
+    precision the implementation computes in when it is not the size's own (mandelbrot: float32 / float64); the
+    harness passes it to ``check`` as ``size["compute_dtype"]`` so the tolerance follows it. ``amount`` overrides the workload's
+    (a host→device copy moves each byte once, a device copy reads and writes it); ``ceiling`` names the
+    :class:`~gpukit.bench.results.Ceilings` field this row's % of ceiling is against, overriding the workload's
+    kind. ``note`` says what the variant is (shown in docs).
     """
 
     backend: str
@@ -53,6 +58,9 @@ class Implementation:
     supports: Callable[[Size], str | None] | None = None
     estimate_s: Callable[[Size], float] | None = None
     prepare: Callable[[Mapping[str, Any], Size], dict[str, Any]] | None = None
+    dtype: str | None = None
+    amount: Callable[[Size, np.ndarray], float] | None = None
+    ceiling: str | None = None
     note: str = ""
 
 
@@ -84,9 +92,9 @@ class Workload:
     ceiling: str | None = "memory"
     dtype_of: Callable[[Size], str | None] = lambda size: size.get("dtype")
 
-    def tolerance(self, size: Size) -> float | None:
-        """The tolerance the check applies (for the JSON row); None when the check is not a single number."""
-        return TOLERANCE.get(str(self.dtype_of(size)))
+    tolerance: Callable[[Size], float | None] = lambda size: TOLERANCE.get(
+        str(size.get("compute_dtype") or size.get("dtype"))
+    )
 
 
 # Relative-error tolerance per dtype (MEASURING.md): exact for integers; float32 well under 1e-3.
