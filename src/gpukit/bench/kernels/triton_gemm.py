@@ -29,7 +29,7 @@ from gpukit.errors import ConfigError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["GemmConfig", "autotune_configs", "best_config", "matmul", "tma_supported"]
+__all__ = ["INTERPRETER_CONFIG", "GemmConfig", "autotune_configs", "best_config", "matmul", "tma_supported"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,10 @@ _HOPPER_CONFIGS = (
     GemmConfig(128, 128, 64, num_stages=4, num_warps=8),
     GemmConfig(128, 128, 64, num_stages=4, num_warps=4),
 )
+
+
+# The interpreter cannot time configs (the autotuner needs a GPU): it runs this small tile instead.
+INTERPRETER_CONFIG = GemmConfig(16, 16, 16, group_m=2, num_stages=1, num_warps=1)
 
 
 def autotune_configs() -> tuple[GemmConfig, ...]:
@@ -202,11 +206,13 @@ def matmul(
     """C = A @ B for fp16/bf16 row-major A (M×K) and B (K×N); C has the inputs' dtype, accumulation is fp32.
 
     ``variant``: "auto" (TMA where supported, else pointers), "tma" or "ptr". ``config``: a fixed tile config
-    instead of autotuning.
+    instead of autotuning (under TRITON_INTERPRET=1 the default is ``INTERPRETER_CONFIG``).
     """
     import torch
 
     _check_inputs(a, b)
+    if config is None and _interpreting():
+        config = INTERPRETER_CONFIG
     if variant not in ("auto", "tma", "ptr"):
         raise ConfigError(f"unknown variant '{variant}'", hint="use auto, tma or ptr")
     ok, why = tma_supported(a, b)

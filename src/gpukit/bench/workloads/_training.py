@@ -6,8 +6,10 @@ row means what it says), ``bf16`` is bf16 autocast with fp32 weights (the usual 
 
 The check, and why it is honest: a training step's *output* is the gradient it computes. The first step's gradient
 (every parameter, flattened) is compared with a float64 CPU reference computed from the same initial weights and the
-same batch; relative L2 error under 1e-4 for fp32 and 5e-2 for bf16 autocast (bf16 keeps 8 bits of mantissa, and a
-ReLU or max-pool decision may flip). Later, timed steps run the identical code; Adam moves the weights, so their
+same batch; relative L2 error under 1e-4 for fp32 (measured: ~4e-7 on a CPU). bf16 autocast gets 0.25: bf16 keeps 8
+bits of mantissa, so ReLU and max-pool decisions near a tie flip, and the per-sample gradients of random labels
+largely cancel in the batch mean, which magnifies what is left (measured on a CPU: 0.004–0.13 across batch sizes).
+For bf16 the check therefore catches a wrong, partial or unwritten gradient (error ≥ 1), not bf16's rounding. Later, timed steps run the identical code; Adam moves the weights, so their
 gradients differ and are not re-checked. The first step publishes the gradient into the harness's float32 buffer
 (that copy is part of the first-call time, never of a timed step).
 
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["DTYPES", "TOLERANCE", "TrainSpec", "make_workload"]
 
 DTYPES = ("fp32", "bf16")
-TOLERANCE = {"fp32": 1e-4, "bf16": 5e-2}
+TOLERANCE = {"fp32": 1e-4, "bf16": 0.25}
 ADAM_BYTES_PER_PARAM = 36
 
 
@@ -133,19 +135,28 @@ def _prepare(spec: TrainSpec, backend: str) -> Callable[[Mapping[str, Any], Size
 
 @contextlib.contextmanager
 def _strict_fp32(device: str, strict: bool) -> Iterator[None]:
-    """IEEE fp32 for matmuls and cuDNN convolutions while a strict-fp32 step is launched; restored after."""
+    """IEEE fp32 for matmuls and cuDNN convolutions while a strict-fp32 step is launched; restored after.
+    (cuDNN convolutions default to TF32 on Ampere and later, which would make the fp32 row a TF32 row.)"""
     import torch
 
-    if device != "cuda" or not strict or not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+    if device != "cuda" or not strict:
         yield
         return
-    mm, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
-    saved = (mm.fp32_precision, conv.fp32_precision)
-    mm.fp32_precision = conv.fp32_precision = "ieee"
+    mm, conv = torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None)
+    if conv is not None and hasattr(mm, "fp32_precision") and hasattr(conv, "fp32_precision"):
+        saved = (mm.fp32_precision, conv.fp32_precision)
+        mm.fp32_precision = conv.fp32_precision = "ieee"
+        try:
+            yield
+        finally:
+            mm.fp32_precision, conv.fp32_precision = saved
+        return
+    legacy = (mm.allow_tf32, torch.backends.cudnn.allow_tf32)  # pragma: no cover - torch < 2.9
+    mm.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     try:
         yield
     finally:
-        mm.fp32_precision, conv.fp32_precision = saved
+        mm.allow_tf32, torch.backends.cudnn.allow_tf32 = legacy
 
 
 def _step(inputs: Mapping[str, Any], out: Any, size: Size) -> None:
