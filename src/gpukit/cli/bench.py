@@ -241,7 +241,7 @@ def bench(
     if device not in ("cpu", "cuda", "all"):
         raise ConfigError(f"unknown device '{device}'", hint="use --device cpu, cuda or all")
     if sweep:
-        return _sweep(workloads, backend, device, quick, repeat, as_json)
+        return _sweep(workloads, backend, device, quick, repeat, as_json, seed, budget, db, no_save)
     targets: list[Any] = list(workloads or [])
     if workload_file:
         from gpukit.bench.custom import load_workload
@@ -310,25 +310,39 @@ def _report(
 
 
 def _sweep(
-    workloads: list[str] | None, backend: list[str] | None, device: str, quick: bool, repeat: int | None, as_json: bool
+    workloads: list[str] | None, backend: list[str] | None, device: str, quick: bool, repeat: int | None,
+    as_json: bool, seed: int | None, budget: float | None, db: Path | None, no_save: bool,
 ) -> int:
-    """Delegates to ``gpukit.bench.sweep.run_sweep`` (issue 3) when it exists."""
-    import importlib.util
+    """`--sweep`: every workload over its size ladder on CPU and GPU, then the crossover table (issue 3)."""
+    from gpukit.bench.sweep import crossovers, run_sweep
 
-    from gpukit.errors import ConfigError
+    bar, callback = _progress_callback()
+    with bar:
+        run = run_sweep(
+            workloads or None, backends=backend or None, device=device, quick=quick, repeat=repeat, seed=seed,
+            budget_s=budget or (10.0 if quick else 30.0), progress=callback,
+        )
+    run.settings["command"] = "gpukit bench " + " ".join(sys.argv[1:] if sys.argv[0].endswith("gpukit") else [])
+    if not no_save:
+        from gpukit.bench.store import Store
 
-    if importlib.util.find_spec("gpukit.bench.sweep") is None:
-        raise ConfigError("--sweep is not available in this build", hint="update gpukit")
-    from gpukit.bench import sweep as sweep_mod
-
-    result = sweep_mod.run_sweep(  # type: ignore[attr-defined]
-        workloads=workloads or None, backends=backend or None, device=device, quick=quick, repeat=repeat
-    )
+        Store(db).save(run)
     if as_json:
-        render.print_json(result)
+        render.print_json(run.to_dict())
     else:
-        render.console.print(result)
-    return 0
+        print_run(run)
+        render.console.print(render.table(
+            ("workload", "dtype", "mode", "GPU faster from", "estimate", "last size not won"),
+            [[c.workload, c.group or "-", c.mode, c.size_label or {"never": "not within the sizes measured",
+              "insufficient": "too few sizes"}.get(c.status, ""), f"≈ {c.x_estimate:,.0f}" if c.x_estimate else "",
+              c.below_label or ""] for c in crossovers(run.results)],
+            title="CPU/GPU crossover (kernel only, and end to end with transfers)",
+        ))
+        if run.id is not None:
+            render.console.print(f"saved as run {run.id} (gpukit report --run {run.id} -o report.html)")
+    if run.interrupted:
+        return 130
+    return 1 if any(r.status == "failed" for r in run.results) else 0
 
 
 def register(app: typer.Typer) -> None:

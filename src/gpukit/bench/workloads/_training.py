@@ -9,9 +9,10 @@ The check, and why it is honest: a training step's *output* is the gradient it c
 same batch; relative L2 error under 1e-4 for fp32 (measured: ~4e-7 on a CPU). bf16 autocast gets 0.25: bf16 keeps 8
 bits of mantissa, so ReLU and max-pool decisions near a tie flip, and the per-sample gradients of random labels
 largely cancel in the batch mean, which magnifies what is left (measured on a CPU: 0.004–0.13 across batch sizes).
-For bf16 the check therefore catches a wrong, partial or unwritten gradient (error ≥ 1), not bf16's rounding. Later, timed steps run the identical code; Adam moves the weights, so their
-gradients differ and are not re-checked. The first step publishes the gradient into the harness's float32 buffer
-(that copy is part of the first-call time, never of a timed step).
+For bf16 the check therefore catches a wrong, partial or unwritten gradient (error ≥ 1), not bf16's rounding.
+Later, timed steps run the identical code; Adam moves the weights, so their gradients differ and are not re-checked.
+The first step publishes the gradient into the harness's float32 buffer (that copy is part of the first-call time,
+never of a timed step).
 
 Throughput is samples/s; FLOPs ≈ 3 × forward (backward costs about twice the forward); bytes ≈ the batch plus
 36 bytes per parameter (weights read, gradients written, Adam reading weights, gradients and two moments and writing
