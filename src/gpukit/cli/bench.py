@@ -339,7 +339,7 @@ def _sweep(
             title="CPU/GPU crossover (kernel only, and end to end with transfers)",
         ))
         if run.id is not None:
-            render.console.print(f"saved as run {run.id} (gpukit report --run {run.id} -o report.html)")
+            render.console.print(f"saved as run {run.id} (gpukit report --run {run.id} -o report.html)", soft_wrap=True)
     if run.interrupted:
         return 130
     return 1 if any(r.status == "failed" for r in run.results) else 0

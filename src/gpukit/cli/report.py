@@ -59,7 +59,7 @@ def report(
             }
         )
     else:
-        render.console.print(f"wrote {out} (run {run.id}, {len(built.plots)} plots)")
+        render.console.print(f"wrote {out} (run {run.id}, {len(built.plots)} plots)", soft_wrap=True)
     return 0
 
 
