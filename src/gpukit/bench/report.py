@@ -18,13 +18,14 @@ from gpukit.bench.report_claims import Claim, seed_claims
 from gpukit.bench.results import THROUGHPUT_UNITS, Result, Run
 from gpukit.bench.sweep import Crossover, crossovers, size_axis
 
-__all__ = ["SECTIONS", "Plot", "Report", "build_report", "to_html", "to_markdown"]
+__all__ = ["SECTIONS", "Plot", "Report", "build_report", "gemm_rows", "to_html", "to_markdown"]
 
 # id → title; the HTML has one <section id=…> per entry, the Markdown one "## title" each.
 SECTIONS: dict[str, str] = {
     "machine": "Machine",
     "ceilings": "Ceilings measured in this run",
     "seed-claims": "The seed articles' claims, measured here",
+    "gemm": "GEMM: tensor cores against the datasheet peak and the measured rate",
     "crossover": "CPU/GPU crossover",
     "roofline": "Roofline",
     "throughput": "Throughput by backend",
@@ -52,13 +53,79 @@ class Report:
         return sorted({r.workload for r in self.run.results})
 
 
-def _spec_peak_flops(run: Run) -> float | None:
+def _spec_tflops(run: Run, dtype: str) -> float | None:
+    """The GPU's datasheet dense peak for ``dtype`` (TFLOP/s), or None (unknown GPU or dtype)."""
     from gpukit.hardware.specs import match_spec
 
     name = run.ceilings.gpu_name or ""
     spec = match_spec(name) if name else None
-    peak = spec.peak_tflops("bf16") if spec else None
+    return spec.peak_tflops(dtype) if spec else None
+
+
+def _spec_peak_flops(run: Run) -> float | None:
+    peak = _spec_tflops(run, "bf16")
     return peak * 1e12 if peak else None
+
+
+_GEMM_COLUMNS = (
+    "backend",
+    "dtype",
+    "n",
+    "TFLOP/s",
+    "% of datasheet peak",
+    "% of best cuBLAS (same dtype)",
+    "vs cuBLAS at same n",
+)
+
+
+def gemm_rows(run: Run) -> tuple[list[list[str]], list[str]]:
+    """Per (backend, dtype) its largest-n gemm row against the datasheet peak and the measured cuBLAS rate; and
+    one sentence per dtype comparing Triton with cuBLAS at the largest n both measured."""
+    from gpukit.bench.sweep import parse_label
+    from gpukit.bench.workloads.gemm import measured_rates
+
+    ok = [r for r in run.results if r.workload == "gemm" and r.ok and r.tflops]
+    rates = measured_rates(ok)
+    by_key: dict[tuple[str, str], Result] = {}
+    at: dict[tuple[str, str, float], float] = {}
+    for r in ok:
+        n, dt = parse_label(r.size)
+        at[(r.backend, dt, n or 0.0)] = r.tflops or 0.0
+        old = by_key.get((r.backend, dt))
+        if old is None or (n or 0.0) > (parse_label(old.size)[0] or 0.0):
+            by_key[(r.backend, dt)] = r
+    rows = []
+    for (backend, dt), r in sorted(by_key.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        n = parse_label(r.size)[0] or 0.0
+        peak = _spec_tflops(run, dt) if r.device != "cpu" else None
+        cub = at.get(("cublas", dt, n))
+        rows.append(
+            [
+                backend,
+                dt,
+                f"{n:.0f}",
+                f"{r.tflops:,.1f}",
+                _pct(r.tflops, peak),
+                _pct(r.tflops, rates.get(dt)) if r.device != "cpu" else "n/a",
+                _pct(r.tflops, cub) if r.device != "cpu" else "n/a",
+            ]
+        )
+    notes = []
+    for variant in ("triton", "triton-ptr"):
+        for dt in ("bf16", "fp16"):
+            common = [n for (b, d, n) in at if b == variant and d == dt and ("cublas", dt, n) in at]
+            if common:
+                n = max(common)
+                ratio = at[(variant, dt, n)] / at[("cublas", dt, n)]
+                notes.append(
+                    f"{variant} {dt} at {n:.0f}³: {at[(variant, dt, n)]:,.1f} TFLOP/s = "
+                    f"{100 * ratio:.1f}% of cuBLAS {dt} ({at[('cublas', dt, n)]:,.1f} TFLOP/s), same run"
+                )
+    return rows, notes
+
+
+def _pct(value: float | None, of: float | None) -> str:
+    return f"{100.0 * value / of:.1f}%" if value and of else "n/a"
 
 
 def build_report(run: Run) -> Report:
@@ -225,6 +292,14 @@ def _claims_html(claims: list[Claim]) -> str:
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def _gemm_html(run: Run) -> str:
+    rows, notes = gemm_rows(run)
+    if not rows:
+        return '<p class="nm">no gemm rows in this run</p>'
+    items = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+    return (f"<ul>{items}</ul>" if items else "") + _table(_GEMM_COLUMNS, rows)
+
+
 def to_html(report: Report) -> str:
     """The report as one self-contained HTML document (no external resources)."""
     run = report.run
@@ -233,6 +308,7 @@ def to_html(report: Report) -> str:
         "ceilings": "<p>Measured in the same run; <code>spec_*</code> are datasheet figures.</p>"
         + _table(("ceiling", "value"), [list(r) for r in _ceiling_rows(run)]),
         "seed-claims": _claims_html(report.claims),
+        "gemm": _gemm_html(run),
         "crossover": "<p>Smallest size from which the GPU is faster and stays faster; a difference inside the "
         "samples' spread is a tie. The estimate interpolates where the speedup passes 1 on log axes.</p>"
         + _table(_CROSS_COLUMNS, [_cross_cells(c) for c in report.crossovers]),
@@ -264,6 +340,13 @@ def _md_table(columns: tuple[str, ...] | list[str], rows: list[list[str]]) -> st
     return "\n".join(lines)
 
 
+def _gemm_md(run: Run) -> str:
+    rows, notes = gemm_rows(run)
+    if not rows:
+        return "_no gemm rows in this run_"
+    return "".join(f"- {n}\n" for n in notes) + "\n" + _md_table(_GEMM_COLUMNS, rows)
+
+
 def to_markdown(report: Report, plot_dir: str) -> str:
     """The report as Markdown; plot ``p`` is referenced as ``{plot_dir}/{p.name}.png`` (the caller writes them)."""
     run = report.run
@@ -273,6 +356,7 @@ def to_markdown(report: Report, plot_dir: str) -> str:
         "seed-claims": _md_table(
             ("claim", "the seed says", "measured here"), [[c.title, c.seed, c.text] for c in report.claims]
         ),
+        "gemm": _gemm_md(run),
         "crossover": _md_table(_CROSS_COLUMNS, [_cross_cells(c) for c in report.crossovers]),
         "roofline": "",
         "throughput": "",

@@ -86,7 +86,7 @@ def _mandelbrot(rows: Sequence[Result]) -> Claim:
     return Claim("mandelbrot", "Mandelbrot: CPU vs GPU", seed, "; ".join(parts), f"mandelbrot {label}")
 
 
-def _training(rows: Sequence[Result], workload: str, key: str, title: str, seed: str, batch: str) -> Claim:
+def _training(rows: Sequence[Result], workload: str, key: str, title: str, seed: str, batch: int) -> Claim:
     tr = _ok(rows, workload)
     labels = _common_labels(tr, "fp32") or _common_labels(tr)
     if not labels:
@@ -97,8 +97,8 @@ def _training(rows: Sequence[Result], workload: str, key: str, title: str, seed:
         assert pair is not None
         ratios.append((lab, pair[0].kernel_median_s / pair[1].kernel_median_s))  # type: ignore[operator]
     text = ", ".join(f"batch {parse_label(lab)[0]:.0f}: {_speed(r)}" for lab, r in ratios)
-    at = dict(ratios).get(batch)
-    lead = f"at the seed's batch {parse_label(batch)[0]:.0f}: {_speed(at)}; " if at is not None else ""
+    at = next((r for lab, r in ratios if parse_label(lab)[0] == batch), None)
+    lead = f"at the seed's batch {batch}: {_speed(at)}; " if at is not None else ""
     return Claim(key, title, seed, f"{lead}per training step by batch size — {text}", f"{workload} {labels[0]}…")
 
 
@@ -163,16 +163,14 @@ def seed_claims(run: Run, found: Sequence[Crossover]) -> list[Claim]:
     rows = run.results
     return [
         _mandelbrot(rows),
-        _training(
-            rows, "cnn-train", "cnn", "CNN training: GPU vs CPU", "a CNN trains 4.9–8.8× faster on a GPU", "32-fp32"
-        ),
+        _training(rows, "cnn-train", "cnn", "CNN training: GPU vs CPU", "a CNN trains 4.9–8.8× faster on a GPU", 32),
         _training(
             rows,
             "mlp-train",
             "ann",
             "Small ANN training: CPU vs GPU",
             "a small ANN trained 1.2× faster on the CPU",
-            "32-fp32",
+            32,
         ),
         _bandwidth(run),
         _tensor_cores(rows),

@@ -284,6 +284,8 @@ def _refinalize(run: Run) -> None:
     """Recompute % of ceiling and speedups over the merged rows against the one set of ceilings."""
     from gpukit.bench.harness import finalize
     from gpukit.bench.workloads import get_workload
+    from gpukit.bench.workloads.gemm import annotate
 
     kinds = {r.workload: get_workload(r.workload).ceiling for r in run.results}
     finalize(run.results, run.ceilings, kinds)
+    annotate(run.results)

@@ -35,13 +35,13 @@ def synthetic_run(*, with_training: bool = True) -> Run:
         fl = 2.0 * n**3
         for dt, cpu_rate, gpu_rate in (("fp32", 1e12, 50e12), ("bf16", 2e12, 700e12)):
             by = 3 * n * n * (4 if dt == "fp32" else 2)
-            rows.append(_row("gemm", "torch-cpu", "cpu", f"{n}-{dt}", fl / cpu_rate, "tflops", fl, flops=fl, nbytes=by))
+            rows.append(_row("gemm", "torch-cpu", "cpu", f"{n}:{dt}", fl / cpu_rate, "tflops", fl, flops=fl, nbytes=by))
             rows.append(
                 _row(
                     "gemm",
                     "cublas",
                     "cuda",
-                    f"{n}-{dt}",
+                    f"{n}:{dt}",
                     2e-5 + fl / gpu_rate,
                     "tflops",
                     fl,
@@ -56,7 +56,7 @@ def synthetic_run(*, with_training: bool = True) -> Run:
                 "gemm",
                 "triton",
                 "cuda",
-                f"{n}-bf16",
+                f"{n}:bf16",
                 2.2e-5 + fl / 600e12,
                 "tflops",
                 fl,
@@ -69,7 +69,7 @@ def synthetic_run(*, with_training: bool = True) -> Run:
             workload="gemm",
             backend="torch-cpu",
             device="cpu",
-            size="4096-int8",
+            size="4096:int8",
             status="skipped",
             reason="no AVX-VNNI/AMX on this CPU",
         )
@@ -79,7 +79,7 @@ def synthetic_run(*, with_training: bool = True) -> Run:
             workload="gemm",
             backend="cublas",
             device="cuda",
-            size="256-fp8",
+            size="256:fp8",
             status="failed",
             reason="check failed: relative error 0.5 (tolerance 0.05)",
         )
@@ -109,8 +109,8 @@ def synthetic_run(*, with_training: bool = True) -> Run:
     if with_training:
         for b in (1, 8, 32, 128):
             for w, cpu_step, gpu_step in (("cnn-train", 2e-3 * b, 1e-3 + 1e-5 * b), ("mlp-train", 5e-5 * b, 3e-4)):
-                rows.append(_row(w, "torch-cpu", "cpu", f"{b}-fp32", cpu_step, "samples_per_s", b))
-                rows.append(_row(w, "torch-cuda", "cuda", f"{b}-fp32", gpu_step, "samples_per_s", b))
+                rows.append(_row(w, "torch-cpu", "cpu", f"{b}:fp32", cpu_step, "samples_per_s", b))
+                rows.append(_row(w, "torch-cuda", "cuda", f"{b}:fp32", gpu_step, "samples_per_s", b))
     ceilings = Ceilings(
         d2d_copy_gbps=4175.0,
         h2d_pinned_gbps=55.0,

@@ -56,7 +56,7 @@ def test_seed_claims_are_computed_from_the_rows(report):
     assert "batch 1: CPU 6.00× faster" in claims["ann"].text
     assert "4,175 GB/s vs CPU memory 80 GB/s → 52.2×" in claims["bandwidth"].text
     assert "4096³" in claims["tensor_cores"].text and "fp32 (CUDA cores) 49.6 TFLOP/s" in claims["tensor_cores"].text
-    assert "gemm/bf16: GPU faster from 1024-bf16" in claims["data_grows"].text
+    assert "gemm/bf16: GPU faster from 1024:bf16" in claims["data_grows"].text
 
 
 def test_missing_rows_say_not_measured_never_a_number():
@@ -80,7 +80,7 @@ def test_markdown_has_sections_tables_and_plot_links(report):
         assert f"\n## {title}\n" in md
     for p in report.plots:
         assert f"(report_plots/{p.name}.png)" in md
-    assert "| gemm | bf16 | kernel only | 1024-bf16 | ≈ 272 | 256-bf16 |" in md
+    assert "| gemm | bf16 | kernel only | 1024:bf16 | ≈ 272 | 256:bf16 |" in md
     assert "no AVX-VNNI/AMX on this CPU" in md  # skipped rows keep their reason
 
 
@@ -88,3 +88,16 @@ def test_failed_and_skipped_rows_are_marked_in_html(report):
     doc = to_html(report)
     assert '<tr class="failed"><td>gemm</td><td>cublas</td>' in doc
     assert '<tr class="skipped"><td>gemm</td><td>torch-cpu</td>' in doc
+
+
+def test_gemm_section_sets_rates_against_datasheet_and_measured_cublas(report):
+    from gpukit.bench.report import gemm_rows
+
+    rows, notes = gemm_rows(report.run)
+    by = {(r[0], r[1]): r for r in rows}
+    # cuBLAS bf16 at 4096³: 2·4096³ / (2e-5 + 2·4096³/700e12) s = 635.3 TFLOP/s; H200 datasheet bf16 989
+    assert by[("cublas", "bf16")][2:] == ["4096", "635.3", "64.2%", "100.0%", "100.0%"]
+    assert by[("triton", "bf16")][5:] == ["86.2%", "86.2%"]
+    assert by[("torch-cpu", "fp32")][4:] == ["n/a", "n/a", "n/a"]  # no datasheet or cuBLAS figure for a CPU
+    assert notes == ["triton bf16 at 4096³: 547.4 TFLOP/s = 86.2% of cuBLAS bf16 (635.3 TFLOP/s), same run"]
+    assert notes[0] in to_html(report) and notes[0] in to_markdown(report, "p")

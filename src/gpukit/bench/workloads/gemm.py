@@ -20,16 +20,17 @@ dtype, so the cast is never timed.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
 import numpy as np
 
+from gpukit.bench.results import Result
 from gpukit.bench.workloads.base import Implementation, Size, Workload, relative_error
 from gpukit.errors import ConfigError
 
-__all__ = ["CPU_DTYPES", "DTYPES", "TOLERANCE", "WORKLOAD", "cpu_matrix_features"]
+__all__ = ["CPU_DTYPES", "DTYPES", "TOLERANCE", "WORKLOAD", "annotate", "cpu_matrix_features", "measured_rates"]
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 CPU_DTYPES = ("fp32", "bf16", "int8")
@@ -275,3 +276,25 @@ WORKLOAD = Workload(
                                      note="tiled, autotuned; pointer loads (tutorial 03)"),
     },
 )  # fmt: skip
+
+
+def measured_rates(results: Sequence[Result]) -> dict[str, float]:
+    """Per dtype, the best cuBLAS GEMM rate in TFLOP/s among ``results``: the vendor library's ceiling in this run."""
+    best: dict[str, float] = {}
+    for r in results:
+        if r.workload == "gemm" and r.backend == "cublas" and r.ok and r.tflops:
+            dt = r.size.partition(":")[2]
+            best[dt] = max(best.get(dt, 0.0), r.tflops)
+    return best
+
+
+def annotate(results: Sequence[Result]) -> None:
+    """Fill ``pct_of_ceiling`` of every GPU gemm row against the best cuBLAS rate of its dtype in the same run;
+    ``ceiling`` names it (``gemm_<dtype>_cublas_tflops``). CPU rows are left alone (no CPU GEMM ceiling here)."""
+    rates = measured_rates(results)
+    for r in results:
+        if r.workload != "gemm" or r.device == "cpu" or not r.ok or not r.tflops:
+            continue
+        dt = r.size.partition(":")[2]
+        if rates.get(dt):
+            r.ceiling, r.pct_of_ceiling = f"gemm_{dt}_cublas_tflops", 100.0 * r.tflops / rates[dt]
