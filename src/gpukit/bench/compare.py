@@ -159,7 +159,9 @@ def load_baseline(ref: str, store: Any = None) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ConfigError(f"baseline '{ref}' is not valid JSON: {exc}") from exc
     if not isinstance(doc, dict) or doc.get("format") != BASELINE_FORMAT or not isinstance(doc.get("results"), list):
-        raise ConfigError(f"'{ref}' is not a gpukit baseline", hint="write one with: gpukit bench --write-baseline PATH")
+        raise ConfigError(
+            f"'{ref}' is not a gpukit baseline", hint="write one with: gpukit bench --write-baseline PATH"
+        )
     return doc
 
 

@@ -35,6 +35,7 @@ def load_workload(spec: str) -> Workload:
         obj = obj()
     if not isinstance(obj, Workload):
         raise ConfigError(
-            f"{spec} is not a gpukit Workload", hint="define NAME = gpukit.bench.Workload(...); see docs/custom-workload.md"
+            f"{spec} is not a gpukit Workload",
+            hint="define NAME = gpukit.bench.Workload(...); see docs/custom-workload.md",
         )
     return obj

@@ -110,8 +110,7 @@ class Store:
         if row is None or int(row[0]) > SCHEMA_VERSION:
             con.close()
             raise StoreError(
-                f"{self.path} has results schema {row[0] if row else 'none'}; this gpukit reads up to "
-                f"{SCHEMA_VERSION}",
+                f"{self.path} has results schema {row[0] if row else 'none'}; this gpukit reads up to {SCHEMA_VERSION}",
                 hint="upgrade gpukit, or use another --db",
             )
         return con
@@ -141,8 +140,16 @@ class Store:
                     "INSERT INTO results(run_id, workload, backend, device, size, status, kernel_median_s, row_json)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [
-                        (run_id, r.workload, r.backend, r.device, r.size, r.status, r.kernel_median_s,
-                         _dumps(r.to_dict()))
+                        (
+                            run_id,
+                            r.workload,
+                            r.backend,
+                            r.device,
+                            r.size,
+                            r.status,
+                            r.kernel_median_s,
+                            _dumps(r.to_dict()),
+                        )
                         for r in run.results
                     ],
                 )
@@ -173,7 +180,14 @@ class Store:
             settings = json.loads(settings_json)
             out.append(
                 RunSummary(
-                    rid, started, dur, host, gpu, list(settings.get("workloads", [])), n_ok, n_total,
+                    rid,
+                    started,
+                    dur,
+                    host,
+                    gpu,
+                    list(settings.get("workloads", [])),
+                    n_ok,
+                    n_total,
                     bool(settings.get("quick")),
                 )
             )

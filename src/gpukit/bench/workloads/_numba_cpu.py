@@ -31,7 +31,9 @@ def copy(src: Any, dst: Any) -> None:  # pragma: no cover - compiled
 
 
 @numba.njit(parallel=True, cache=True)
-def mandelbrot_reference(out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int) -> None:  # pragma: no cover
+def mandelbrot_reference(
+    out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int
+) -> None:  # pragma: no cover
     """float64 escape-time counts: the truth every mandelbrot implementation is checked against."""
     h, w = out.shape
     dx = (x1 - x0) / w

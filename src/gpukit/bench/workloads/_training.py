@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpukit.bench.workloads.base import Implementation, Size, Workload, relative_error
+from gpukit.bench.workloads.gemm import tf32_mode
 from gpukit.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -134,39 +135,15 @@ def _prepare(spec: TrainSpec, backend: str) -> Callable[[Mapping[str, Any], Size
     return prepare
 
 
-@contextlib.contextmanager
-def _strict_fp32(device: str, strict: bool) -> Iterator[None]:
-    """IEEE fp32 for matmuls and cuDNN convolutions while a strict-fp32 step is launched; restored after.
-    (cuDNN convolutions default to TF32 on Ampere and later, which would make the fp32 row a TF32 row.)"""
-    import torch
-
-    if device != "cuda" or not strict:
-        yield
-        return
-    mm, conv = torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None)
-    if conv is not None and hasattr(mm, "fp32_precision") and hasattr(conv, "fp32_precision"):
-        saved = (mm.fp32_precision, conv.fp32_precision)
-        mm.fp32_precision = conv.fp32_precision = "ieee"
-        try:
-            yield
-        finally:
-            mm.fp32_precision, conv.fp32_precision = saved
-        return
-    legacy = (mm.allow_tf32, torch.backends.cudnn.allow_tf32)  # pragma: no cover - torch < 2.9
-    mm.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        mm.allow_tf32, torch.backends.cudnn.allow_tf32 = legacy
-
-
 def _step(inputs: Mapping[str, Any], out: Any, size: Size) -> None:
     import torch
     import torch.nn.functional as F
 
     model, opt, device = inputs["model"], inputs["opt"], inputs["device"]
     bf16 = size["dtype"] == "bf16"
-    with _strict_fp32(device, not bf16):
+    # fp32 rows are IEEE fp32: cuDNN convolutions default to TF32 on Ampere and later, which would make them TF32 rows
+    strict = tf32_mode(False, cudnn=False) if device == "cuda" and not bf16 else contextlib.nullcontext()
+    with strict:
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=bf16):
             logits = model(inputs["x"]).reshape(-1)

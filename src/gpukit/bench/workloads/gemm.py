@@ -19,8 +19,9 @@ dtype, so the cast is never timed.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -127,33 +128,32 @@ def nbytes(size: Size) -> float:
 # ---- implementations --------------------------------------------------------------------------------------------
 
 
-def _set_tf32(enabled: bool) -> Any:
-    """fp32 rows are IEEE fp32 (CUDA cores); tf32 rows allow TF32 tensor cores. Returns the previous setting."""
+@contextlib.contextmanager
+def tf32_mode(matmul: bool, cudnn: bool | None = None) -> Iterator[None]:
+    """Allow (or forbid) TF32 for cuBLAS matmuls (and cuDNN convolutions when ``cudnn`` is given) inside the block;
+    the previous flags come back after it. The flags are read when a kernel is launched.
+
+    Through the legacy ``allow_tf32`` setters on purpose: from torch 2.9 they also set the new ``fp32_precision``
+    flags, so both stay consistent, whereas setting only the new ones leaves a mixed state in which torch raises
+    when the legacy flag is read (by cuDNN, Inductor or user code)."""
     import torch
 
-    matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):
-        previous = matmul.fp32_precision
-        matmul.fp32_precision = "tf32" if enabled else "ieee"
-    else:  # pragma: no cover - torch < 2.9
-        previous = matmul.allow_tf32
-        matmul.allow_tf32 = enabled
-    return previous
+    mm, dnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    saved = (mm.allow_tf32, dnn.allow_tf32)
+    mm.allow_tf32 = matmul
+    if cudnn is not None:
+        dnn.allow_tf32 = cudnn
+    try:
+        yield
+    finally:
+        mm.allow_tf32 = saved[0]
+        if cudnn is not None:
+            dnn.allow_tf32 = saved[1]
 
 
-def _restore_tf32(previous: Any) -> None:
-    import torch
-
-    matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):
-        matmul.fp32_precision = previous
-    else:  # pragma: no cover - torch < 2.9
-        matmul.allow_tf32 = previous
-
-
-def _prepare(backend: str) -> Callable[[Mapping[str, Any], Size], dict[str, Any]]:
+def _prepare(backend: str, b_col_major: bool = False) -> Callable[[Mapping[str, Any], Size], dict[str, Any]]:
     """Host→device: the inputs in the GEMM's dtype and layout, on ``backend``'s device (the Triton backend is on
-    the CPU under TRITON_INTERPRET=1)."""
+    the CPU under TRITON_INTERPRET=1). B column-major where the kernel reads Bᵀ tiles (fp8 cuBLASLt, Triton TMA)."""
 
     def prepare(host: Mapping[str, Any], size: Size) -> dict[str, Any]:
         import torch
@@ -166,8 +166,8 @@ def _prepare(backend: str) -> Callable[[Mapping[str, Any], Size], dict[str, Any]
                "fp8": torch.float8_e4m3fn, "int8": torch.int8}[dt]  # fmt: skip
         a = torch.from_numpy(host["a"]).to(device).to(tdt)
         b = torch.from_numpy(host["b"]).to(device).to(tdt)
-        if dt == "fp8":
-            b = b.t().contiguous().t()  # _scaled_mm wants B column-major
+        if dt == "fp8" or b_col_major:
+            b = b.t().contiguous().t()  # same values, column-major storage
         prepared: dict[str, Any] = {"a": a, "b": b, "published": [False]}
         if dt == "fp8":
             prepared["scale"] = torch.ones((), device=device, dtype=torch.float32)
@@ -193,9 +193,8 @@ def _torch_gemm(inputs: Mapping[str, Any], out: Any, size: Size) -> None:
         if not a.is_cuda:
             torch.mm(a, b, out=out)
             return
-        previous = _set_tf32(dt == "tf32")
-        torch.mm(a, b, out=out)  # the flag is read when the kernel is chosen, at launch
-        _restore_tf32(previous)
+        with tf32_mode(dt == "tf32"):
+            torch.mm(a, b, out=out)
         return
     if dt == "int8":
         c = torch._int_mm(a, b)
@@ -270,7 +269,7 @@ WORKLOAD = Workload(
                                     prepare=_prepare("torch-cpu"), note="oneDNN/MKL through torch.mm"),
         "cublas": Implementation("torch-cuda", _torch_gemm, supports=_cuda_supports, prepare=_prepare("torch-cuda"),
                                  note="torch.mm / _scaled_mm / _int_mm → cuBLAS(Lt)"),
-        "triton": Implementation("triton", _triton("auto"), supports=_triton_supports, prepare=_prepare("triton"),
+        "triton": Implementation("triton", _triton("auto"), supports=_triton_supports, prepare=_prepare("triton", b_col_major=True),
                                  note="tiled, autotuned; TMA loads on sm_90+"),
         "triton-ptr": Implementation("triton", _triton("ptr"), supports=_triton_supports, prepare=_prepare("triton"),
                                      note="tiled, autotuned; pointer loads (tutorial 03)"),

@@ -206,16 +206,25 @@ WORKLOAD = Workload(
     tolerance=lambda size: THRESHOLDS.get(str(size.get("compute_dtype") or "float32"), THRESHOLDS["float32"])[1],
     implementations={
         "python": Implementation(
-            "python", _python, estimate_s=_estimator("python", _python, "python", 4096), dtype="float64",
+            "python",
+            _python,
+            estimate_s=_estimator("python", _python, "python", 4096),
+            dtype="float64",
             note="the seed's per-pixel loops",
         ),
         "numpy": Implementation(
-            "numpy", _numpy, estimate_s=_estimator("numpy", _numpy, "numpy", 65536), dtype="float64",
+            "numpy",
+            _numpy,
+            estimate_s=_estimator("numpy", _numpy, "numpy", 65536),
+            dtype="float64",
             note="vectorised with compaction",
         ),
         "numba-cpu": Implementation("numba-cpu", _numba_cpu, dtype="float32", note="@njit(parallel=True)"),
         "torch-cpu": Implementation(
-            "torch-cpu", _torch, estimate_s=_estimator("torch", _torch, "torch-cpu", 65536), dtype="float32",
+            "torch-cpu",
+            _torch,
+            estimate_s=_estimator("torch", _torch, "torch-cpu", 65536),
+            dtype="float32",
             note="vectorised, masked",
         ),
         "torch-cuda": Implementation("torch-cuda", _torch, dtype="float32", note="vectorised, masked"),
