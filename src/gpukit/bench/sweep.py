@@ -41,7 +41,13 @@ __all__ = [
 # The workloads `gpukit bench --sweep` runs by default, and their ladders (size labels each workload parses).
 # A workload not listed here sweeps over its own default sizes.
 SWEEP_WORKLOADS: list[str] = ["vector-add", "saxpy", "mandelbrot", "gemm", "cnn-train", "mlp-train"]
-SWEEP_SIZES: dict[str, list[str]] = {}
+_VECTOR_LADDER = ["4KiB", "64KiB", "1MiB", "16MiB", "256MiB"]
+SWEEP_SIZES: dict[str, list[str]] = {
+    "vector-add": _VECTOR_LADDER,
+    "saxpy": _VECTOR_LADDER,
+    # the seed's 20 iterations at growing frames, the seed's own 1536×1024 among them
+    "mandelbrot": ["64x64x20", "256x256x20", "1536x1024x20", "4096x4096x20"],
+}
 
 # What the number in a workload's size label means (axis titles of the report).
 _AXIS = {
@@ -49,6 +55,8 @@ _AXIS = {
     "cnn-train": "batch size",
     "mlp-train": "batch size",
     "mandelbrot": "pixels × iterations",
+    "vector-add": "bytes per operand",
+    "saxpy": "bytes per operand",
 }
 
 _UNITS = {
