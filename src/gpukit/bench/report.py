@@ -33,6 +33,9 @@ SECTIONS: dict[str, str] = {
 }
 
 
+NO_CROSSOVER = "no workload has both a CPU and a GPU result at a size in this run"
+
+
 @dataclass(frozen=True)
 class Plot:
     name: str  # file stem, unique in the report
@@ -311,7 +314,11 @@ def to_html(report: Report) -> str:
         "gemm": _gemm_html(run),
         "crossover": "<p>Smallest size from which the GPU is faster and stays faster; a difference inside the "
         "samples' spread is a tie. The estimate interpolates where the speedup passes 1 on log axes.</p>"
-        + _table(_CROSS_COLUMNS, [_cross_cells(c) for c in report.crossovers]),
+        + (
+            _table(_CROSS_COLUMNS, [_cross_cells(c) for c in report.crossovers])
+            if report.crossovers
+            else f'<p class="nm">{NO_CROSSOVER}</p>'
+        ),
         "roofline": "",
         "throughput": "",
         "results": _table(_RESULT_COLUMNS, [_result_cells(r) for r in run.results], lambda i: run.results[i].status),
@@ -357,7 +364,9 @@ def to_markdown(report: Report, plot_dir: str) -> str:
             ("claim", "the seed says", "measured here"), [[c.title, c.seed, c.text] for c in report.claims]
         ),
         "gemm": _gemm_md(run),
-        "crossover": _md_table(_CROSS_COLUMNS, [_cross_cells(c) for c in report.crossovers]),
+        "crossover": _md_table(_CROSS_COLUMNS, [_cross_cells(c) for c in report.crossovers])
+        if report.crossovers
+        else f"_{NO_CROSSOVER}_",
         "roofline": "",
         "throughput": "",
         "results": _md_table(_RESULT_COLUMNS, [_result_cells(r) for r in run.results]),

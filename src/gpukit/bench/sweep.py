@@ -40,7 +40,8 @@ __all__ = [
 
 # The workloads `gpukit bench --sweep` runs by default, and their ladders (size labels each workload parses).
 # A workload not listed here sweeps over its own default sizes.
-SWEEP_WORKLOADS: list[str] = ["vector-add", "saxpy", "mandelbrot", "gemm", "cnn-train", "mlp-train"]
+# Ordered by what matters most if a run is cut short (Ctrl-C keeps the rows measured so far).
+SWEEP_WORKLOADS: list[str] = ["gemm", "cnn-train", "mlp-train", "mandelbrot", "vector-add", "saxpy"]
 _VECTOR_LADDER = ["4KiB", "64KiB", "1MiB", "16MiB", "256MiB"]
 SWEEP_SIZES: dict[str, list[str]] = {
     "vector-add": _VECTOR_LADDER,

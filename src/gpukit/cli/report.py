@@ -19,7 +19,7 @@ def report(
 ) -> int:
     """Write a report of one bench run: machine, ceilings, the seed claims beside what was measured, the CPU/GPU
     crossover, a roofline and every result."""
-    from gpukit.bench.report import build_report, to_html, to_markdown
+    from gpukit.bench.report import build_report, gemm_rows, to_html, to_markdown
     from gpukit.bench.store import Store
     from gpukit.errors import ConfigError
 
@@ -55,6 +55,7 @@ def report(
                 "files": [str(p) for p in written],
                 "plots": [p.name for p in built.plots],
                 "crossovers": [c.to_dict() for c in built.crossovers],
+                "gemm": gemm_rows(run)[1],
                 "claims": [{"key": c.key, "seed": c.seed, "measured": c.measured} for c in built.claims],
             }
         )

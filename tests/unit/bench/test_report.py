@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from gpukit.bench.report import SECTIONS, build_report, to_html, to_markdown
+from gpukit.bench.report import NO_CROSSOVER, SECTIONS, build_report, to_html, to_markdown
 from gpukit.bench.report_claims import NOT_MEASURED
 from gpukit.bench.results import Run
 
@@ -72,6 +72,7 @@ def test_missing_rows_say_not_measured_never_a_number():
     assert all(c.measured is None for c in empty.claims)
     assert [p.name for p in empty.plots] == ["roofline"]
     assert to_markdown(empty, "plots").count(NOT_MEASURED) == 6
+    assert NO_CROSSOVER in to_markdown(empty, "plots") and NO_CROSSOVER in to_html(empty)
 
 
 def test_markdown_has_sections_tables_and_plot_links(report):

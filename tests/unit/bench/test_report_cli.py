@@ -30,6 +30,7 @@ def test_report_last_html_and_md(run_cli, tmp_path):
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["run"] == first and doc["format"] == "md"
+    assert doc["gemm"] == ["triton bf16 at 4096³: 547.4 TFLOP/s = 86.2% of cuBLAS bf16 (635.3 TFLOP/s), same run"]
     md = (tmp_path / "r.md").read_text()
     for name in doc["plots"]:
         assert (tmp_path / "r_plots" / f"{name}.png").read_bytes().startswith(b"\x89PNG")
