@@ -25,8 +25,9 @@ def test_report_last_html_and_md(run_cli, tmp_path):
     assert f"run {second}" in res.stdout
     doc = html_out.read_text()
     assert '<section id="seed-claims">' in doc and doc.count("<img ") == 11
-    res = run_cli("report", "--run", str(first), "--db", str(db), "-o", str(tmp_path / "r.md"), "--format", "md",
-                  "--json")  # fmt: skip
+    res = run_cli(
+        "report", "--run", str(first), "--db", str(db), "-o", str(tmp_path / "r.md"), "--format", "md", "--json"
+    )
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["run"] == first and doc["format"] == "md"
