@@ -134,9 +134,7 @@ def _escape_count_python(cr: float, ci: float, max_iter: int) -> int:
     return max_iter
 
 
-def mandelbrot_python(
-    out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int
-) -> None:
+def mandelbrot_python(out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int) -> None:
     """The seed's per-pixel Python loops (float64), writing ``out[r][c]``: a numpy int32 array or a list of lists."""
     height = len(out)
     width = len(out[0]) if height else 0

@@ -18,6 +18,9 @@ WORKLOADS: dict[str, str] = {
     "saxpy": "gpukit.bench.workloads.saxpy:WORKLOAD",
     "mandelbrot": "gpukit.bench.workloads.mandelbrot:WORKLOAD",
     "bandwidth": "gpukit.bench.workloads.bandwidth:WORKLOAD",
+    "gemm": "gpukit.bench.workloads.gemm:WORKLOAD",
+    "cnn-train": "gpukit.bench.workloads.cnn_train:WORKLOAD",
+    "mlp-train": "gpukit.bench.workloads.mlp_train:WORKLOAD",
 }
 
 # What a plain `gpukit bench` runs (others may be added to WORKLOADS without joining the default set).
