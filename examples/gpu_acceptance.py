@@ -4,7 +4,9 @@
     PYTHONPATH=src python3 examples/gpu_acceptance.py --out "$OUT" --part 2   # ~4 min: full run, H200 baseline,
                                                                                # the same node checked against it
 
-Writes JSON, Markdown, the PNG and ``acceptance_part<N>.json`` (each criterion, its figures, pass/fail) into OUT.
+Puts into OUT: ``acceptance_part<N>.json`` (each criterion, its figures, pass/fail), ``part<N>_tables.md`` (every
+table), ``seed.png`` (part 1), ``h200.json`` (part 2: the baseline to ship as
+``src/gpukit/bench/data/baselines/h200.json``) and ``part<N>_all.tgz`` (every JSON document, log and the history).
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -129,11 +134,21 @@ def main() -> int:
     parser.add_argument("--out", default=os.environ.get("OUT", "out"))
     parser.add_argument("--part", type=int, choices=(1, 2), required=True)
     args = parser.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    final = Path(args.out)
+    final.mkdir(parents=True, exist_ok=True)
+    # Work in a scratch folder; hand back at most five files (the GPU machine returns only a few from $OUT):
+    # the verdicts, every Markdown table in one file, the picture / the baseline, and a tarball of everything.
+    out = Path(tempfile.mkdtemp(prefix=f"gpukit_acceptance{args.part}_"))
     verdicts = part1(out) if args.part == 1 else part2(out)
     (out / f"acceptance_part{args.part}.json").write_text(json.dumps(verdicts, indent=2, default=str))
     print(json.dumps(verdicts, indent=2, default=str))
+    tables = [f"<!-- {md.name} -->\n{md.read_text()}" for md in sorted(out.glob("*.md"))]
+    (final / f"part{args.part}_tables.md").write_text("\n\n".join(tables))
+    for name in (f"acceptance_part{args.part}.json", "seed.png", "h200.json"):
+        if (out / name).exists():
+            shutil.copy(out / name, final / name)
+    with tarfile.open(final / f"part{args.part}_all.tgz", "w:gz") as tar:
+        tar.add(out, arcname=f"part{args.part}")
     return 0
 
 

@@ -172,3 +172,43 @@ def test_ctrl_c_keeps_the_rows_already_measured() -> None:
     assert bench_run.interrupted
     assert [r.backend for r in bench_run.results] == ["numpy", "numba-cpu"]
     assert all(r.ok for r in bench_run.results)
+
+
+def test_torch_gpu_backend_code_paths_on_cpu_tensors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The torch CUDA backends' transfer/allocate/poison/copy code, pointed at CPU tensors (no GPU here)."""
+    from gpukit.bench import harness
+    from gpukit.bench.backends import get_backend
+    from gpukit.bench.backends.base import Availability
+    from gpukit.bench.backends.torch import TorchCudaBackend, TorchPageableOutBackend
+
+    class CpuAsCuda(TorchCudaBackend):
+        device = "cpu"  # tensors on the CPU; every other line is the CUDA backend's own
+
+        def availability(self) -> Availability:
+            return Availability(True)
+
+    class PageableOnCpu(TorchPageableOutBackend):
+        device = "cpu"
+
+        def availability(self) -> Availability:
+            return Availability(True)
+
+    fakes = {"torch-cuda": CpuAsCuda(), "torch-d2h-pageable": PageableOnCpu()}
+    monkeypatch.setattr(harness, "get_backend", lambda name: fakes.get(name) or get_backend(name))
+    for workload, impl, size in [
+        ("vector-add", "torch-cuda", "4096:int32"),
+        ("saxpy", "torch-cuda", "4096"),
+        ("mandelbrot", "torch-cuda", "96x64x50"),
+        ("bandwidth", "torch-cuda", "64KiB"),
+        ("bandwidth", "torch-cuda-h2d-pageable", "64KiB"),
+        ("bandwidth", "torch-cuda-d2h-pageable", "64KiB"),
+    ]:
+        r = _run(workload, impl, size)
+        assert r.status == "ok", (workload, impl, r.reason)
+        assert r.check is True and r.h2d_s is not None and r.h2d_s > 0  # transfers are timed for this backend
+    moved = _run("bandwidth", "torch-cuda-h2d-pageable", "64KiB")
+    copied = _run("bandwidth", "torch-cuda", "64KiB")
+    assert moved.ceiling == "h2d_pageable_gbps" and copied.ceiling == "d2d_copy_gbps"
+    # a link moves each byte once; a copy within one memory reads and writes it
+    assert moved.gbps == pytest.approx(64 * 1024 / moved.kernel_median_s / 1e9)  # type: ignore[operator]
+    assert copied.gbps == pytest.approx(2 * 64 * 1024 / copied.kernel_median_s / 1e9)  # type: ignore[operator]
