@@ -14,13 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from gpukit.bench.kernels.frame import check_frame, frame_f32
+from gpukit.bench.kernels.frame import launch_scalars
 from gpukit.errors import BackendUnavailable, WorkloadError
 
 __all__ = [
     "SOURCE",
     "compile_module",
     "mandelbrot",
+    "mandelbrot_naive",
     "saxpy",
     "source_text",
     "vector_add",
@@ -32,6 +33,7 @@ INSTALL_HINT = "pip install cupy-cuda12x (CUDA 12 driver) or cupy-cuda13x (CUDA 
 THREADS = 256  # = STREAM_THREADS in kernels.cu; the Mandelbrot kernel also uses 256 (a 32 x 8 pixel tile)
 VEC = 4  # elements per 16-byte vector
 MANDEL_TILE = (32, 8)  # (columns, rows) per block
+NVRTC_OPTIONS = ("--std=c++17",)  # no fast-math: the Mandelbrot kernel depends on IEEE rounding
 
 
 def _cupy() -> ModuleType:
@@ -51,7 +53,7 @@ def source_text() -> str:
 def _module(device_id: int) -> Any:
     """One compiled module per device per process (NVRTC targets the current device's architecture)."""
     cupy = _cupy()
-    module = cupy.RawModule(code=source_text(), options=("--std=c++17",))
+    module = cupy.RawModule(code=source_text(), options=NVRTC_OPTIONS)
     module.compile()  # compile now, so a compile error surfaces here with its log, not at the first launch
     return module
 
@@ -64,7 +66,7 @@ def _device_shape(device_id: int) -> tuple[int, int]:
 
 
 def _current_device() -> int:
-    return int(_cupy().cuda.Device().id)
+    return int(_cupy().cuda.runtime.getDevice())
 
 
 def compile_module() -> None:
@@ -72,13 +74,19 @@ def compile_module() -> None:
     _module(_current_device())
 
 
-def _kernel(name: str) -> Any:
+@cache
+def _function(device_id: int, name: str) -> Any:
+    """A kernel of the device's module, looked up once (this sits on the launch path of microsecond kernels)."""
     try:
-        return _module(_current_device()).get_function(name)
+        return _module(device_id).get_function(name)
     except BackendUnavailable:
         raise
     except Exception as exc:  # NVRTC/driver errors carry the compiler log in their message
         raise WorkloadError(f"CUDA C kernel {name} failed to compile or load: {exc}", hint=f"see {SOURCE}") from exc
+
+
+def _kernel(name: str) -> Any:
+    return _function(_current_device(), name)
 
 
 def _check_arrays(name: str, arrays: dict[str, Any], dtypes: tuple[str, ...]) -> None:
@@ -110,7 +118,9 @@ def _check_arrays(name: str, arrays: dict[str, Any], dtypes: tuple[str, ...]) ->
     for label, arr in arrays.items():
         lo = arr.data.ptr
         if label != "out" and lo != out_lo and lo < out_hi and out_lo < lo + arr.nbytes:
-            raise WorkloadError(f"{name}: out partly overlaps {label}", hint="use a separate output or exactly x itself")
+            raise WorkloadError(
+                f"{name}: out partly overlaps {label}", hint="use a separate output or exactly x itself"
+            )
 
 
 def _stream_grid(n: int) -> int:
@@ -150,19 +160,27 @@ def saxpy(alpha: float, x: Any, y: Any, out: Any) -> None:
     _kernel("saxpy_f32")((_stream_grid(n),), (THREADS,), (np.float32(alpha), x, y, out, np.int64(n)))
 
 
-def mandelbrot(out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int) -> None:
-    """Escape counts of the frame into a C-contiguous int32 cupy array ``out`` of shape (height, width)."""
+def _frame_args(name: str, out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int) -> tuple[Any, ...]:
     cupy = _cupy()
     if not isinstance(out, cupy.ndarray) or out.dtype != np.int32 or out.ndim != 2:
         raise WorkloadError(
-            "mandelbrot: out must be a 2-D int32 cupy array", hint="cupy.empty((height, width), dtype=cupy.int32)"
+            f"{name}: out must be a 2-D int32 cupy array", hint="cupy.empty((height, width), dtype=cupy.int32)"
         )
-    _check_arrays("mandelbrot", {"out": out}, ("int32",))
-    height, width = (int(s) for s in out.shape)
-    check_frame(height, width, x0, x1, y0, y1, max_iter)
-    f = frame_f32(height, width, x0, x1, y0, y1)
+    _check_arrays(name, {"out": out}, ("int32",))
+    height, width = out.shape
+    return (out, np.int32(height), np.int32(width), *launch_scalars(int(height), int(width), x0, x1, y0, y1, max_iter))
+
+
+def mandelbrot(out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int) -> None:
+    """Escape counts of the frame into a C-contiguous int32 cupy array ``out`` of shape (height, width)."""
+    args = _frame_args("mandelbrot", out, x0, x1, y0, y1, max_iter)
     tw, th = MANDEL_TILE
-    grid = (math.ceil(width / tw), math.ceil(height / th))
-    args = (out, np.int32(height), np.int32(width), np.float32(f.x0), np.float32(f.dx), np.float32(f.y0),
-            np.float32(f.dy), np.int32(max_iter))  # fmt: skip
+    grid = (math.ceil(int(args[2]) / tw), math.ceil(int(args[1]) / th))
     _kernel("mandelbrot_f32")(grid, (THREADS,), args)
+
+
+def mandelbrot_naive(out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int) -> None:
+    """The straightforward kernel in CUDA C (one pixel per thread, 16 × 16 blocks): separates language from method."""
+    args = _frame_args("mandelbrot_naive", out, x0, x1, y0, y1, max_iter)
+    grid = (math.ceil(int(args[2]) / 16), math.ceil(int(args[1]) / 16))
+    _kernel("mandelbrot_naive_f32")(grid, (16, 16), args)

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from gpukit.errors import WorkloadError
 
-__all__ = ["Frame", "check_frame", "frame_f32"]
+__all__ = ["Frame", "check_frame", "frame_f32", "launch_scalars"]
 
 # Counts are int32 and kernels keep the iteration counter in 32 bits.
 MAX_ITER_LIMIT = 2**31 - 1
+# The GPU kernels put rows on the grid's y axis (at most 65,535 blocks) with 8 rows per block.
+MAX_HEIGHT = 65_535 * 8
+MAX_WIDTH = 2**24 - 1  # column indices are converted to float32 exactly
 
 
 @dataclass(frozen=True)
@@ -46,10 +50,10 @@ def check_frame(height: int, width: int, x0: float, x1: float, y0: float, y1: fl
             f"mandelbrot: image shape ({height}, {width}) is empty",
             hint="pass an output array of shape (height, width) with both sides ≥ 1",
         )
-    if height >= 2**24 or width >= 2**24:
+    if height > MAX_HEIGHT or width > MAX_WIDTH:
         raise WorkloadError(
-            f"mandelbrot: image shape ({height}, {width}) too large for float32 pixel indices",
-            hint="keep height and width below 16,777,216",
+            f"mandelbrot: image shape ({height}, {width}) is too large for the kernels' grid",
+            hint=f"keep height ≤ {MAX_HEIGHT:,} and width ≤ {MAX_WIDTH:,}",
         )
     bounds = (x0, x1, y0, y1)
     if not all(math.isfinite(float(v)) for v in bounds):
@@ -59,3 +63,16 @@ def check_frame(height: int, width: int, x0: float, x1: float, y0: float, y1: fl
             f"mandelbrot: max_iter={max_iter!r} must be an integer in [0, {MAX_ITER_LIMIT}]",
             hint="pass a non-negative iteration limit, e.g. 1000",
         )
+
+
+@lru_cache(maxsize=128)
+def launch_scalars(
+    height: int, width: int, x0: float, x1: float, y0: float, y1: float, max_iter: int
+) -> tuple[np.float32, np.float32, np.float32, np.float32, np.int32]:
+    """Checked ``(x0, dx, y0, dy, max_iter)`` as the numpy scalars a kernel launch takes, computed once per frame.
+
+    Cached because it sits on the launch path: at the seed's 20 iterations a kernel runs for microseconds.
+    """
+    check_frame(height, width, x0, x1, y0, y1, max_iter)
+    f = frame_f32(height, width, x0, x1, y0, y1)
+    return np.float32(f.x0), np.float32(f.dx), np.float32(f.y0), np.float32(f.dy), np.int32(max_iter)

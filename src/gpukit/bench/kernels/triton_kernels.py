@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gpukit.bench.kernels.frame import check_frame, frame_f32
+from gpukit.bench.kernels.frame import launch_scalars
 from gpukit.errors import BackendUnavailable, WorkloadError
 
 __all__ = ["MANDEL_CONFIG", "STREAM_CONFIG", "mandelbrot", "saxpy", "vector_add"]
@@ -113,11 +113,21 @@ def mandelbrot(out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: i
     """Escape counts of the frame into a contiguous int32 tensor ``out`` of shape (height, width)."""
     _check("mandelbrot", {"out": out}, ("int32",), ndim=2)
     height, width = (int(s) for s in out.shape)
-    check_frame(height, width, x0, x1, y0, y1, max_iter)
-    f = frame_f32(height, width, x0, x1, y0, y1)
+    fx0, fdx, fy0, fdy, iters = launch_scalars(height, width, x0, x1, y0, y1, max_iter)
     cfg = MANDEL_CONFIG
     grid = (math.ceil(width / cfg["BW"]), math.ceil(height / cfg["BH"]))
     _jit().mandelbrot_kernel[grid](
-        out, height, width, f.x0, f.dx, f.y0, f.dy, int(max_iter),
-        BH=cfg["BH"], BW=cfg["BW"], UNROLL=cfg["UNROLL"], num_warps=cfg["num_warps"], enable_fp_fusion=False,
-    )  # fmt: skip
+        out,
+        height,
+        width,
+        float(fx0),
+        float(fdx),
+        float(fy0),
+        float(fdy),
+        int(iters),
+        BH=cfg["BH"],
+        BW=cfg["BW"],
+        UNROLL=cfg["UNROLL"],
+        num_warps=cfg["num_warps"],
+        enable_fp_fusion=False,
+    )
