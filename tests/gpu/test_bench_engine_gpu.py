@@ -17,7 +17,7 @@ pytestmark = [
 GPU_ROWS = {
     "vector-add": {"torch-cuda", "cupy", "cupy-cuda-c", "cupy-cuda-c-naive", "triton", "numba-cuda"},
     "saxpy": {"torch-cuda", "cupy", "cupy-cuda-c", "triton", "numba-cuda"},
-    "mandelbrot": {"torch-cuda", "cupy-cuda-c", "triton", "numba-cuda-naive", "numba-cuda"},
+    "mandelbrot": {"torch-cuda", "cupy-cuda-c", "cupy-cuda-c-naive", "triton", "numba-cuda-naive", "numba-cuda"},
 }
 SIZES = {"vector-add": ["64MiB", "1MiB:int32", "seed"], "saxpy": ["64MiB"], "mandelbrot": ["seed", "1024x1024x200"]}
 

@@ -149,6 +149,12 @@ def _cuda_c(inputs: Mapping[str, Any], out: Any, size: Size) -> None:
     cuda_c.mandelbrot(out, *_frame_args(inputs))
 
 
+def _cuda_c_naive(inputs: Mapping[str, Any], out: Any, size: Size) -> None:
+    from gpukit.bench.kernels import cuda_c
+
+    cuda_c.mandelbrot_naive(out, *_frame_args(inputs))
+
+
 def _triton(inputs: Mapping[str, Any], out: Any, size: Size) -> None:
     from gpukit.bench.kernels import triton_kernels
 
@@ -243,6 +249,7 @@ WORKLOAD = Workload(
         ),
         "torch-cuda": Implementation("torch-cuda", _torch, dtype="float32", note="vectorised, masked"),
         "cupy-cuda-c": Implementation("cupy", _cuda_c, dtype="float32", note="RawKernel"),
+        "cupy-cuda-c-naive": Implementation("cupy", _cuda_c_naive, dtype="float32", note="RawKernel, one pixel/thread"),
         "triton": Implementation("triton", _triton, dtype="float32"),
         "numba-cuda-naive": Implementation(
             "numba-cuda", _numba_cuda_naive, dtype="float32", note="one pixel per thread, 16×16 blocks (baseline)"
