@@ -1,9 +1,441 @@
-"""`gpukit bench` — filled in by its issue."""
+"""`gpukit bench`: the same work on CPU and GPU, each way a Python developer can write it — checked numbers only.
+
+Rendering helpers for the bench group live here too (results table, ceilings, CSV, Markdown, baseline checks).
+"""
 
 from __future__ import annotations
 
+import csv
+import io
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import typer
+from rich.console import Console
+
+from gpukit.cli import render
+
+if TYPE_CHECKING:
+    from gpukit.bench.compare import BaselineCheck
+    from gpukit.bench.results import Ceilings, Result, Run
+
+CSV_FIELDS = (
+    "workload",
+    "backend",
+    "device",
+    "size",
+    "status",
+    "reason",
+    "dtype",
+    "check",
+    "error",
+    "compile_s",
+    "h2d_s",
+    "kernel_median_s",
+    "kernel_min_s",
+    "kernel_max_s",
+    "d2h_s",
+    "end_to_end_s",
+    "throughput_unit",
+    "gbps",
+    "giter_per_s",
+    "tflops",
+    "samples_per_s",
+    "pct_of_ceiling",
+    "speedup",
+    "speedup_e2e",
+    "energy_j",
+    "repeats",
+)
+
+
+# ---- rendering -------------------------------------------------------------------------------------------------
+
+
+def _throughput(r: Result) -> str:
+    from gpukit.bench.results import THROUGHPUT_UNITS
+
+    if r.throughput is None or r.throughput_unit is None:
+        return render.NA
+    return f"{r.throughput:,.4g} {THROUGHPUT_UNITS[r.throughput_unit][1]}"
+
+
+def _kernel(r: Result) -> str:
+    if not r.ok:
+        reason = (r.reason or "").replace("\n", " ")
+        return f"{r.status}: {reason[:60]}{'…' if len(reason) > 60 else ''}"
+    spread = f"{render.fmt_seconds(r.kernel_min_s)}–{render.fmt_seconds(r.kernel_max_s)}"
+    return f"{render.fmt_seconds(r.kernel_median_s)} ({spread})"
+
+
+def _transfers(r: Result) -> str:
+    if not r.ok or r.h2d_s is None:
+        return render.NA
+    if r.device == "cpu" and not r.h2d_s and not r.d2h_s:
+        return "—"
+    return f"{render.fmt_seconds(r.h2d_s)} + {render.fmt_seconds(r.d2h_s)}"
+
+
+def _check(r: Result) -> str:
+    if r.check is None:
+        return "—" if r.status == "skipped" else "✗"
+    return "✓" if r.check else f"✗ {r.error:.2g}" if r.error is not None else "✗"
+
+
+def results_rows(results: list[Result]) -> list[list[str]]:
+    rows = []
+    for r in results:
+        rows.append(
+            [
+                r.workload,
+                r.backend,
+                r.device,
+                r.size,
+                render.fmt_seconds(r.compile_s) if r.ok else "",
+                _transfers(r) if r.ok else "",
+                _kernel(r),
+                _throughput(r) if r.ok else "",
+                render.fmt(r.pct_of_ceiling, ".0f", "%") if r.ok else "",
+                (render.fmt(r.speedup, ".3g", "×") if r.speedup is not None else render.NA) if r.ok else "",
+                _check(r),
+            ]
+        )
+    return rows
+
+
+RESULT_COLUMNS = (
+    "workload",
+    "backend",
+    "device",
+    "size",
+    "compile",
+    "transfers (h2d + d2h)",
+    "kernel median (min–max)",
+    "throughput",
+    "% of ceiling",
+    "speedup",
+    "check",
+)
+
+
+def ceilings_rows(c: Ceilings) -> list[list[str]]:
+    def gb(v: float | None) -> str:
+        return render.fmt(v, ",.1f", "GB/s")
+
+    rows = [
+        ["CPU memory (copy, all cores)", gb(c.cpu_mem_gbps), ""],
+        ["GPU device-to-device copy", gb(c.d2d_copy_gbps), gb(c.spec_bandwidth_gbps) if c.spec_name else render.NA],
+        ["host→device pinned", gb(c.h2d_pinned_gbps), ""],
+        ["device→host pinned", gb(c.d2h_pinned_gbps), ""],
+        ["host→device pageable", gb(c.h2d_pageable_gbps), ""],
+        ["device→host pageable", gb(c.d2h_pageable_gbps), ""],
+    ]
+    if c.spec_fp32_tflops is not None:
+        rows.append(["FP32 (not measured)", render.NA, render.fmt(c.spec_fp32_tflops, ".1f", "TFLOP/s")])
+    return rows
+
+
+def print_run(run: Run) -> None:
+    c = run.ceilings
+    spec = f"datasheet ({c.spec_name})" if c.spec_name else "datasheet"
+    render.console.print(render.table(["ceiling", "measured (this run)", spec], ceilings_rows(c), title="Ceilings"))
+    # Piped output is not wrapped at 80 columns: the table is the product, keep its rows on one line each.
+    console = render.console if render.console.is_terminal else Console(highlight=False, soft_wrap=False, width=240)
+    console.print(
+        render.table(RESULT_COLUMNS, results_rows(run.results), title="Results (speedup: kernel vs best CPU)")
+    )
+    # One line per reason a backend is missing here, with the command that fixes it.
+    missing: dict[tuple[str, str], list[str]] = {}
+    for r in run.results:
+        if r.status == "skipped" and r.hint and r.reason and not r.reason.startswith("estimated"):
+            names = missing.setdefault((r.reason, r.hint), [])
+            if r.backend not in names:
+                names.append(r.backend)
+    for (reason, hint), names in missing.items():
+        render.console.print(f"[dim]not available: {', '.join(names)}: {reason} — {hint}[/]")
+    previews = [(r.backend, r.output_preview) for r in run.results if r.ok and r.output_preview is not None]
+    for backend, values in previews:
+        render.console.print(f"{backend:>20}: C = {values}")
+    if run.interrupted:
+        render.err_console.print("[yellow]interrupted: the rows above were measured before Ctrl-C[/]")
+
+
+def to_csv(results: list[Result]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore")
+    writer.writeheader()
+    for r in results:
+        writer.writerow(r.to_dict())
+    return buf.getvalue()
+
+
+def to_markdown(run: Run) -> str:
+    """The ceilings and the results table as Markdown (for `benchmarks/` and $OUT)."""
+
+    def table(columns: tuple[str, ...] | list[str], rows: list[list[str]]) -> str:
+        lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+        lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+        return "\n".join(lines)
+
+    c = run.ceilings
+    head = [
+        f"# gpukit bench — run {run.id if run.id is not None else '(unsaved)'}",
+        "",
+        f"- started: {run.started_at}, duration: {render.fmt_seconds(run.duration_s)}",
+        f"- GPU: {c.gpu_name or 'none'}; CPU threads: {c.cpu_threads}",
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items())),
+        "- settings: " + ", ".join(f"{k}={v}" for k, v in sorted(run.settings.items())),
+        "",
+        "## Ceilings",
+        "",
+        table(["ceiling", "measured (this run)", f"datasheet ({c.spec_name or 'n/a'})"], ceilings_rows(c)),
+        "",
+        "## Results",
+        "",
+        table(list(RESULT_COLUMNS), results_rows(run.results)),
+        "",
+    ]
+    return "\n".join(head)
+
+
+def print_baseline(checks: list[BaselineCheck], tolerance_pct: float) -> None:
+    rows = [
+        [
+            c.workload,
+            c.backend,
+            c.device,
+            c.size,
+            render.fmt(c.expected, ",.4g"),
+            render.fmt(c.measured, ",.4g"),
+            render.fmt(c.ratio * 100 if c.ratio is not None else None, ".0f", "%"),
+            c.verdict if c.ok else f"[red]{c.verdict}[/]",
+        ]
+        for c in checks
+    ]
+    render.console.print(
+        render.table(
+            ["workload", "backend", "device", "size", "baseline", "measured", "of baseline", "verdict"],
+            rows,
+            title=f"Baseline check (tolerance {tolerance_pct:g}%)",
+        )
+    )
+
+
+# ---- the command -----------------------------------------------------------------------------------------------
+
+
+def _parse_tolerance(text: str) -> float:
+    from gpukit.errors import ConfigError
+
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise ConfigError(f"bad --tolerance '{text}'", hint="use a percentage like 10%") from None
+    if not 0 <= value < 100:
+        raise ConfigError(f"bad --tolerance '{text}'", hint="use a percentage between 0 and 100")
+    return value
+
+
+def _progress_callback() -> tuple[Any, Any]:
+    """A rich progress bar on stderr (only when it is a terminal), and the callback that advances it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=render.err_console,
+        transient=True,
+        disable=not render.err_console.is_terminal,
+    )
+    task = bar.add_task("measuring", total=None)
+
+    def callback(p: Any) -> None:
+        bar.update(task, total=p.total, completed=p.index, description=f"{p.workload} {p.backend} {p.size}")
+
+    return bar, callback
+
+
+def bench(
+    workloads: list[str] = typer.Argument(None, help="Workloads (default: vector-add saxpy mandelbrot bandwidth)."),
+    backend: list[str] = typer.Option(None, "--backend", "-b", help="Backends or implementations (repeatable)."),
+    device: str = typer.Option("all", "--device", "-d", help="cpu, cuda or all."),
+    size: list[str] = typer.Option(None, "--size", "-s", help="Sizes, e.g. 1GiB, 64MiB:int32, 4096x4096x1000."),
+    quick: bool = typer.Option(False, "--quick", help="Small sizes, fewer repeats: a first look in about a minute."),
+    repeat: int = typer.Option(None, "--repeat", "-n", min=1, help="Timed samples per result (default 10; 5 quick)."),
+    budget: float = typer.Option(None, "--budget", min=0.1, help="Seconds one result may take (default 30; 10 quick)."),
+    energy: bool = typer.Option(False, "--energy", help="Run GPU kernels ≥ 1 s so NVML energy per call is read."),
+    workload_file: list[str] = typer.Option(None, "--workload", "-w", help="Your own workload: FILE.py:NAME."),
+    seed_example: bool = typer.Option(False, "--seed-example", help="The article's A=[1..6] + B=[7..12] everywhere."),
+    save_image: Path = typer.Option(None, "--save-image", help="Write the Mandelbrot frame as a coloured PNG."),
+    baseline: str = typer.Option(None, "--baseline", help="Compare with a baseline: run id, JSON file or name."),
+    tolerance: str = typer.Option("10%", "--tolerance", help="Allowed shortfall against --baseline."),
+    write_baseline: Path = typer.Option(None, "--write-baseline", help="Write this run as a baseline JSON file."),
+    markdown: Path = typer.Option(None, "--markdown", help="Also write the tables as Markdown to this file."),
+    no_ceilings: bool = typer.Option(False, "--no-ceilings", help="Skip measuring ceilings (no % of ceiling)."),
+    sweep: bool = typer.Option(False, "--sweep", help="Sweep sizes and find the CPU/GPU crossover."),
+    seed: int = typer.Option(None, "--seed", help="Random seed for the inputs (default: fresh)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run as JSON (see docs/bench-json.md)."),
+    as_csv: bool = typer.Option(False, "--csv", help="Print the result rows as CSV."),
+    db: Path = typer.Option(None, "--db", help="Results history file (default: $GPUKIT_DB or ~/.local/share/gpukit)."),
+    no_save: bool = typer.Option(False, "--no-save", help="Do not record this run in the history."),
+) -> int:
+    """Measure workloads on CPU and GPU through every available backend; print only verified numbers."""
+    from gpukit.bench import run as bench_run
+    from gpukit.errors import ConfigError
+
+    tol = _parse_tolerance(tolerance)
+    if device not in ("cpu", "cuda", "all"):
+        raise ConfigError(f"unknown device '{device}'", hint="use --device cpu, cuda or all")
+    if sweep:
+        return _sweep(workloads, backend, device, quick, repeat, as_json, seed, budget, db, no_save)
+    targets: list[Any] = list(workloads or [])
+    if workload_file:
+        from gpukit.bench.custom import load_workload
+
+        targets += [load_workload(spec) for spec in workload_file]
+    sizes = list(size or [])
+    if seed_example:
+        targets, sizes = ["vector-add"], ["seed-example"]
+    bar, callback = _progress_callback()
+    with bar:
+        run = bench_run(
+            targets or None,
+            backends=backend or None,
+            device=device,
+            sizes=sizes or None,
+            quick=quick,
+            repeat=repeat,
+            energy=energy,
+            ceilings=not (no_ceilings or seed_example),
+            seed=seed,
+            budget_s=budget or (10.0 if quick else 30.0),
+            progress=callback,
+        )
+    run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
+    if not no_save:
+        from gpukit.bench.store import Store
+
+        Store(db).save(run)
+    return _report(run, baseline, tol, write_baseline, markdown, save_image, as_json, as_csv, db)
+
+
+def _report(
+    run: Run,
+    baseline: str | None,
+    tol: float,
+    write_baseline: Path | None,
+    markdown: Path | None,
+    save_image: Path | None,
+    as_json: bool,
+    as_csv: bool,
+    db: Path | None,
+) -> int:
+    from gpukit.bench import compare
+
+    checks: list[BaselineCheck] = []
+    if baseline:
+        from gpukit.bench.store import Store
+
+        checks = compare.check_baseline(run, compare.load_baseline(baseline, Store(db)), tol)
+    if write_baseline:
+        write_baseline.parent.mkdir(parents=True, exist_ok=True)
+        write_baseline.write_text(render.to_json(compare.baseline_from_run(run, run.settings.get("command"))) + "\n")
+    if markdown:
+        markdown.parent.mkdir(parents=True, exist_ok=True)
+        markdown.write_text(to_markdown(run), encoding="utf-8")
+    if save_image:
+        from gpukit.bench.image import save_mandelbrot_png
+
+        frames = [r.size for r in run.results if r.workload == "mandelbrot"]
+        save_mandelbrot_png(save_image, frames[0] if frames else "seed")
+    if as_json:
+        doc = run.to_dict()
+        if baseline:
+            doc["baseline"] = {"ref": baseline, "tolerance_pct": tol, "checks": [c.to_dict() for c in checks]}
+        render.print_json(doc)
+    elif as_csv:
+        sys.stdout.write(to_csv(run.results))
+    else:
+        print_run(run)
+        if checks:
+            print_baseline(checks, tol)
+        if run.id is not None:
+            render.console.print(f"saved as run {run.id} (gpukit history show {run.id})")
+    if run.interrupted:
+        return 130
+    failed = [r for r in run.results if r.status == "failed"]
+    short = [c for c in checks if not c.ok]
+    if short:
+        render.error(f"{len(short)} result(s) fall short of baseline {baseline} by more than {tol:g}%")
+    return 1 if failed or short else 0
+
+
+def _sweep(
+    workloads: list[str] | None,
+    backend: list[str] | None,
+    device: str,
+    quick: bool,
+    repeat: int | None,
+    as_json: bool,
+    seed: int | None,
+    budget: float | None,
+    db: Path | None,
+    no_save: bool,
+) -> int:
+    """`--sweep`: every workload over its size ladder on CPU and GPU, then the crossover table (issue 3)."""
+    from gpukit.bench.sweep import crossovers, run_sweep
+
+    bar, callback = _progress_callback()
+    with bar:
+        run = run_sweep(
+            workloads or None,
+            backends=backend or None,
+            device=device,
+            quick=quick,
+            repeat=repeat,
+            seed=seed,
+            budget_s=budget or (10.0 if quick else 30.0),
+            progress=callback,
+        )
+    run.settings["command"] = "gpukit bench " + " ".join(sys.argv[1:] if sys.argv[0].endswith("gpukit") else [])
+    if not no_save:
+        from gpukit.bench.store import Store
+
+        Store(db).save(run)
+    if as_json:
+        render.print_json(run.to_dict())
+    else:
+        print_run(run)
+        render.console.print(
+            render.table(
+                ("workload", "dtype", "mode", "GPU faster from", "estimate", "last size not won"),
+                [
+                    [
+                        c.workload,
+                        c.group or "-",
+                        c.mode,
+                        c.size_label
+                        or {"never": "not within the sizes measured", "insufficient": "too few sizes"}.get(
+                            c.status, ""
+                        ),
+                        f"≈ {c.x_estimate:,.0f}" if c.x_estimate else "",
+                        c.below_label or "",
+                    ]
+                    for c in crossovers(run.results)
+                ],
+                title="CPU/GPU crossover (kernel only, and end to end with transfers)",
+            )
+        )
+        if run.id is not None:
+            render.console.print(f"saved as run {run.id} (gpukit report --run {run.id} -o report.html)", soft_wrap=True)
+    if run.interrupted:
+        return 130
+    return 1 if any(r.status == "failed" for r in run.results) else 0
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app (none yet)."""
+    """Add `gpukit bench`."""
+    app.command("bench")(bench)

@@ -1,9 +1,69 @@
-"""`gpukit report` — filled in by its issue."""
+"""`gpukit report`: one run from the results history as a self-contained HTML page or as Markdown with PNGs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from gpukit.cli import render
+
+
+def report(
+    run_id: int = typer.Option(None, "--run", help="The run to report (see gpukit history)."),
+    last: bool = typer.Option(False, "--last", help="Report the latest run (the default)."),
+    output: Path = typer.Option(None, "--output", "-o", help="File to write (default report.html / report.md)."),
+    fmt: str = typer.Option("html", "--format", "-f", help="html (one file, plots embedded) or md."),
+    db: Path = typer.Option(None, "--db", help="Results history file (default: $GPUKIT_DB or ~/.local/share/gpukit)."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written (and the crossovers) as JSON."),
+) -> int:
+    """Write a report of one bench run: machine, ceilings, the seed claims beside what was measured, the CPU/GPU
+    crossover, a roofline and every result."""
+    from gpukit.bench.report import build_report, gemm_rows, to_html, to_markdown
+    from gpukit.bench.store import Store
+    from gpukit.errors import ConfigError
+
+    if fmt not in ("html", "md"):
+        raise ConfigError(f"unknown format '{fmt}'", hint="use --format html or --format md")
+    if run_id is not None and last:
+        raise ConfigError("--run and --last exclude each other", hint="pick one")
+    store = Store(db)
+    if run_id is None:
+        runs = store.list_runs(limit=1)
+        if not runs:
+            raise ConfigError(f"no runs in {store.path}", hint="run gpukit bench (or --sweep) first, or pass --db")
+        run_id = runs[0].id
+    run = store.load(run_id)
+    built = build_report(run)
+    out = output or Path(f"report.{fmt}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    written = [out]
+    if fmt == "html":
+        out.write_text(to_html(built), encoding="utf-8")
+    else:
+        plot_dir = out.with_name(f"{out.stem}_plots")
+        plot_dir.mkdir(exist_ok=True)
+        for p in built.plots:
+            (plot_dir / f"{p.name}.png").write_bytes(p.png)
+            written.append(plot_dir / f"{p.name}.png")
+        out.write_text(to_markdown(built, plot_dir.name), encoding="utf-8")
+    if as_json:
+        render.print_json(
+            {
+                "run": run.id,
+                "format": fmt,
+                "files": [str(p) for p in written],
+                "plots": [p.name for p in built.plots],
+                "crossovers": [c.to_dict() for c in built.crossovers],
+                "gemm": gemm_rows(run)[1],
+                "claims": [{"key": c.key, "seed": c.seed, "measured": c.measured} for c in built.claims],
+            }
+        )
+    else:
+        render.console.print(f"wrote {out} (run {run.id}, {len(built.plots)} plots)", soft_wrap=True)
+    return 0
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app (none yet)."""
+    """Add `gpukit report`."""
+    app.command("report")(report)

@@ -1,0 +1,163 @@
+"""Result dataclasses of the measuring engine: pure data, units in field names, ``to_dict()`` for JSON and SQLite.
+
+A :class:`Result` is one row of `gpukit bench` (one workload × implementation × size). Its JSON form is the public
+contract documented in ``docs/bench-json.md``: the throughput appears under the key of its unit (``gbps``,
+``giter_per_s``, ``tflops`` or ``samples_per_s``) and every time is in seconds. A row whose ``status`` is not ``ok``
+carries a ``reason`` and no times — a result that fails its check is a failure, never a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+__all__ = ["THROUGHPUT_UNITS", "Ceilings", "Result", "Run"]
+
+# unit key → (scale of the base quantity per unit, label shown in tables)
+THROUGHPUT_UNITS: dict[str, tuple[float, str]] = {
+    "gbps": (1e9, "GB/s"),
+    "giter_per_s": (1e9, "Giter/s"),
+    "tflops": (1e12, "TFLOP/s"),
+    "samples_per_s": (1.0, "samples/s"),
+}
+
+
+@dataclass
+class Result:
+    """One measured (or skipped / failed) row.
+
+    ``backend`` is the implementation's name as shown in the table (``cupy-cuda-c``, ``cupy-cuda-c-naive``, ``numpy``);
+    ``device`` is ``cpu`` or ``cuda``. ``size`` is the size label (``1GiB``, ``1536x1024x20``). ``kernel_*`` are per
+    call; ``end_to_end_s`` = h2d + kernel median + d2h. ``speedup`` is kernel-only against the best CPU result for the
+    same workload and size; ``speedup_e2e`` uses end-to-end times on both sides.
+    """
+
+    workload: str
+    backend: str
+    device: str
+    size: str
+    status: str = "ok"  # ok | skipped | failed
+    reason: str | None = None
+    hint: str | None = None
+    dtype: str | None = None
+    check: bool | None = None
+    error: float | None = None
+    tolerance: float | None = None
+    compile_s: float | None = None
+    h2d_s: float | None = None
+    kernel_median_s: float | None = None
+    kernel_min_s: float | None = None
+    kernel_max_s: float | None = None
+    d2h_s: float | None = None
+    end_to_end_s: float | None = None
+    throughput_unit: str | None = None
+    gbps: float | None = None
+    giter_per_s: float | None = None
+    tflops: float | None = None
+    samples_per_s: float | None = None
+    ceiling: str | None = None  # which measured ceiling pct_of_ceiling is against (e.g. "d2d_copy_gbps")
+    pct_of_ceiling: float | None = None
+    speedup: float | None = None
+    speedup_e2e: float | None = None
+    flops: float | None = None
+    bytes: float | None = None
+    repeats: int = 0
+    inner: int = 1
+    samples_s: list[float] = field(default_factory=list)
+    energy_j: float | None = None
+    telemetry: dict[str, Any] | None = None  # GPU clocks, power, temperature, throttle reasons (before/after)
+    output_preview: list[Any] | None = None  # the whole output when it is tiny (≤ 16 elements), e.g. --seed-example
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def throughput(self) -> float | None:
+        """The throughput in its own unit (``throughput_unit``), or None."""
+        return getattr(self, self.throughput_unit) if self.throughput_unit else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Result:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class Ceilings:
+    """Ceilings measured in this run (None when not measured or not measurable here), with datasheet peaks beside
+    them, labelled ``spec_*``. Bandwidths count bytes read plus written for copies within one memory."""
+
+    d2d_copy_gbps: float | None = None
+    h2d_pinned_gbps: float | None = None
+    d2h_pinned_gbps: float | None = None
+    h2d_pageable_gbps: float | None = None
+    d2h_pageable_gbps: float | None = None
+    cpu_mem_gbps: float | None = None
+    cpu_threads: int | None = None
+    gpu_name: str | None = None
+    spec_name: str | None = None
+    spec_bandwidth_gbps: float | None = None
+    spec_fp32_tflops: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def for_device(self, device: str, kind: str) -> tuple[str, float] | None:
+        """The measured ceiling a ``kind`` ("memory") workload on ``device`` is compared against, or None."""
+        if kind != "memory":
+            return None
+        name = "d2d_copy_gbps" if device == "cuda" else "cpu_mem_gbps"
+        value = getattr(self, name)
+        return (name, value) if value else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Ceilings:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class Run:
+    """One `gpukit bench` invocation: where, with what, how, and every row."""
+
+    started_at: str  # ISO 8601 UTC
+    machine: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    ceilings: Ceilings = field(default_factory=Ceilings)
+    results: list[Result] = field(default_factory=list)
+    duration_s: float | None = None
+    interrupted: bool = False
+    id: int | None = None  # set by the store once saved
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "started_at": self.started_at,
+            "duration_s": self.duration_s,
+            "interrupted": self.interrupted,
+            "machine": self.machine,
+            "versions": self.versions,
+            "settings": self.settings,
+            "ceilings": self.ceilings.to_dict(),
+            "results": [r.to_dict() for r in self.results],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Run:
+        return cls(
+            id=data.get("id"),
+            started_at=data.get("started_at", ""),
+            duration_s=data.get("duration_s"),
+            interrupted=bool(data.get("interrupted", False)),
+            machine=data.get("machine") or {},
+            versions=data.get("versions") or {},
+            settings=data.get("settings") or {},
+            ceilings=Ceilings.from_dict(data.get("ceilings") or {}),
+            results=[Result.from_dict(r) for r in data.get("results", [])],
+        )

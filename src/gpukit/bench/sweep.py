@@ -1,0 +1,300 @@
+"""Size sweeps and the CPU/GPU crossover: from which size on is the GPU faster?
+
+:func:`run_sweep` measures each workload over a ladder of sizes on every CPU and GPU backend (one run, one set of
+ceilings). :func:`crossovers` reads the rows of any run and, per workload and dtype, finds the size from which the
+GPU is faster — once comparing kernel times only, once end to end (host→device + kernel + device→host).
+
+How noise and flip-flops are treated. At each size the best CPU row is compared with the best GPU row. The GPU
+*wins* there when even its slowest sample beats the CPU's fastest ([min, max] of the samples do not overlap, GPU
+below); it *loses* when the reverse holds; otherwise the two are a *tie* (the difference is inside the run-to-run
+spread, MEASURING.md rule 6). The crossover is the smallest size that the GPU wins and after which it never loses
+again — so a lucky win below a loss does not count, and ties after the crossover do not undo it. Between the last
+size the GPU did not win and the crossover size, the point where the speedup passes 1 is interpolated on log–log
+axes (speedup ∝ size^k between two neighbours), labelled as an estimate.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gpukit.bench.results import Result, Run
+
+if TYPE_CHECKING:
+    from gpukit.bench.harness import Progress
+
+__all__ = [
+    "SWEEP_SIZES",
+    "SWEEP_WORKLOADS",
+    "Crossover",
+    "SizePoint",
+    "crossovers",
+    "find_crossover",
+    "parse_label",
+    "run_sweep",
+    "size_axis",
+]
+
+# The workloads `gpukit bench --sweep` runs by default, and their ladders (size labels each workload parses).
+# A workload not listed here sweeps over its own default sizes.
+# Ordered by what matters most if a run is cut short (Ctrl-C keeps the rows measured so far).
+SWEEP_WORKLOADS: list[str] = ["gemm", "cnn-train", "mlp-train", "mandelbrot", "vector-add", "saxpy"]
+_VECTOR_LADDER = ["4KiB", "64KiB", "1MiB", "16MiB", "256MiB"]
+SWEEP_SIZES: dict[str, list[str]] = {
+    "vector-add": _VECTOR_LADDER,
+    "saxpy": _VECTOR_LADDER,
+    # the seed's 20 iterations at growing frames, the seed's own 1536×1024 among them
+    "mandelbrot": ["64x64x20", "256x256x20", "1536x1024x20", "4096x4096x20"],
+}
+
+# What the number in a workload's size label means (axis titles of the report).
+_AXIS = {
+    "gemm": "n (M = N = K)",
+    "cnn-train": "batch size",
+    "mlp-train": "batch size",
+    "mandelbrot": "pixels × iterations",
+    "vector-add": "bytes per operand",
+    "saxpy": "bytes per operand",
+}
+
+_UNITS = {
+    "": 1.0,
+    "k": 1e3,
+    "m": 1e6,
+    "g": 1e9,
+    "kib": 2.0**10,
+    "mib": 2.0**20,
+    "gib": 2.0**30,
+    "kb": 1e3,
+    "mb": 1e6,
+    "gb": 1e9,
+    "b": 1.0,
+}
+_NUM = re.compile(r"^(\d+(?:\.\d+)?)([a-z]*)$")
+
+
+def parse_label(label: str) -> tuple[float | None, str]:
+    """A size label's magnitude and group: ``"4096-bf16"`` → (4096, "bf16"), ``"1GiB"`` → (2**30, ""),
+    ``"1536x1024x20"`` → (31457280, ""). The group (dtype or variant) is whatever follows the first ``-`` or ``:``.
+    Returns (None, group) when no number can be read."""
+    head, _, group = label.replace(":", "-").partition("-")
+    value = 1.0
+    for part in head.lower().split("x"):
+        m = _NUM.match(part.strip())
+        if not m or m.group(2) not in _UNITS:
+            return None, group
+        value *= float(m.group(1)) * _UNITS[m.group(2)]
+    return value, group
+
+
+def size_axis(workload: str) -> str:
+    """The axis title for a workload's sizes."""
+    return _AXIS.get(workload, "size")
+
+
+@dataclass(frozen=True)
+class SizePoint:
+    """Best CPU against best GPU at one size, in the chosen mode (kernel or end to end)."""
+
+    label: str
+    x: float
+    cpu_backend: str
+    gpu_backend: str
+    cpu_s: float
+    gpu_s: float
+    cpu_range_s: tuple[float, float]
+    gpu_range_s: tuple[float, float]
+
+    @property
+    def speedup(self) -> float:
+        """CPU time / GPU time: above 1 the GPU is faster."""
+        return self.cpu_s / self.gpu_s
+
+    @property
+    def verdict(self) -> str:
+        """ "gpu" (wins beyond the spread), "cpu" (loses beyond it) or "tie"."""
+        if self.gpu_range_s[1] < self.cpu_range_s[0]:
+            return "gpu"
+        if self.cpu_range_s[1] < self.gpu_range_s[0]:
+            return "cpu"
+        return "tie"
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where the GPU starts to win for one workload and group (dtype), in one mode.
+
+    ``status``: "crosses" (CPU wins or ties below ``size_label``, GPU from there on), "gpu_always" (the GPU wins
+    from the smallest size measured), "never" (the GPU does not stay ahead up to the largest size measured),
+    "insufficient" (fewer than two sizes with both a CPU and a GPU result). ``x_estimate`` is the interpolated
+    size where the speedup passes 1 (None when it cannot be estimated).
+    """
+
+    workload: str
+    group: str
+    mode: str  # "kernel" | "end_to_end"
+    status: str
+    size_label: str | None = None
+    x: float | None = None
+    x_estimate: float | None = None
+    below_label: str | None = None
+    points: list[SizePoint] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "group": self.group,
+            "mode": self.mode,
+            "status": self.status,
+            "size": self.size_label,
+            "x": self.x,
+            "x_estimate": self.x_estimate,
+            "below": self.below_label,
+            "axis": size_axis(self.workload),
+            "points": [
+                {
+                    "size": p.label,
+                    "x": p.x,
+                    "cpu": p.cpu_backend,
+                    "gpu": p.gpu_backend,
+                    "cpu_s": p.cpu_s,
+                    "gpu_s": p.gpu_s,
+                    "speedup": p.speedup,
+                    "verdict": p.verdict,
+                }
+                for p in self.points
+            ],
+        }
+
+
+def find_crossover(workload: str, group: str, mode: str, points: Sequence[SizePoint]) -> Crossover:
+    """Apply the rule in the module docstring to points of one workload/group (any order)."""
+    pts = sorted(points, key=lambda p: p.x)
+    if len(pts) < 2:
+        return Crossover(workload, group, mode, "insufficient", points=pts)
+    verdicts = [p.verdict for p in pts]
+    last_loss = max((i for i, v in enumerate(verdicts) if v == "cpu"), default=-1)
+    first = next((i for i in range(last_loss + 1, len(pts)) if verdicts[i] == "gpu"), None)
+    if first is None:
+        return Crossover(workload, group, mode, "never", points=pts)
+    if first == 0:
+        return Crossover(workload, group, mode, "gpu_always", pts[0].label, pts[0].x, None, None, pts)
+    lo, hi = pts[first - 1], pts[first]
+    return Crossover(workload, group, mode, "crosses", hi.label, hi.x, _interpolate(lo, hi), lo.label, pts)
+
+
+def _interpolate(lo: SizePoint, hi: SizePoint) -> float | None:
+    """Size where log(speedup) crosses 0, linear in log(size) between two neighbours; None if it does not."""
+    s0, s1 = math.log(lo.speedup), math.log(hi.speedup)
+    if not (s0 <= 0.0 < s1) or lo.x <= 0 or hi.x <= lo.x:
+        return None
+    x0, x1 = math.log(lo.x), math.log(hi.x)
+    return math.exp(x0 + (x1 - x0) * (-s0) / (s1 - s0))
+
+
+def _times(r: Result, mode: str) -> tuple[float, float, float] | None:
+    """(median, min, max) seconds of a row in a mode; end to end adds the one-off transfers to every sample."""
+    if not r.ok or r.kernel_median_s is None:
+        return None
+    lo = r.kernel_min_s if r.kernel_min_s is not None else r.kernel_median_s
+    hi = r.kernel_max_s if r.kernel_max_s is not None else r.kernel_median_s
+    extra = 0.0
+    if mode == "end_to_end":
+        extra = (r.h2d_s or 0.0) + (r.d2h_s or 0.0)
+    return r.kernel_median_s + extra, lo + extra, hi + extra
+
+
+def _best(rows: Iterable[Result], mode: str) -> tuple[Result, tuple[float, float, float]] | None:
+    timed = [(r, t) for r in rows if (t := _times(r, mode)) is not None]
+    return min(timed, key=lambda rt: rt[1][0]) if timed else None
+
+
+def crossovers(results: Iterable[Result], modes: Sequence[str] = ("kernel", "end_to_end")) -> list[Crossover]:
+    """Crossovers for every workload/group that has CPU and GPU rows, in each mode, in a stable order."""
+    groups: dict[tuple[str, str], dict[str, list[Result]]] = {}
+    for r in results:
+        x, group = parse_label(r.size)
+        if x is None:
+            continue
+        groups.setdefault((r.workload, group), {}).setdefault(r.size, []).append(r)
+    out: list[Crossover] = []
+    for (workload, group), by_size in sorted(groups.items()):
+        for mode in modes:
+            points = []
+            for label, rows in by_size.items():
+                cpu = _best((r for r in rows if r.device == "cpu"), mode)
+                gpu = _best((r for r in rows if r.device != "cpu"), mode)
+                if cpu is None or gpu is None:
+                    continue
+                x, _ = parse_label(label)
+                assert x is not None
+                (cr, ct), (gr, gt) = cpu, gpu
+                points.append(SizePoint(label, x, cr.backend, gr.backend, ct[0], gt[0], ct[1:], gt[1:]))
+            if points:
+                out.append(find_crossover(workload, group, mode, points))
+    return out
+
+
+def run_sweep(
+    workloads: Sequence[str] | None = None,
+    *,
+    backends: Sequence[str] | None = None,
+    device: str = "all",
+    quick: bool = False,
+    repeat: int | None = None,
+    seed: int | None = None,
+    budget_s: float = 30.0,
+    progress: Callable[[Progress], None] | None = None,
+) -> Run:
+    """Measure each workload over its sweep ladder on CPU and GPU, in one run with one set of ceilings.
+
+    The rows are those of :func:`gpukit.bench.run`; ``run.settings["sweep"]`` is True and
+    ``run.settings["crossovers"]`` holds :func:`crossovers` of the rows as dicts.
+    """
+    from gpukit.bench import run as bench_run
+    from gpukit.bench.workloads import get_workload
+
+    names = list(workloads) if workloads else list(SWEEP_WORKLOADS)
+    merged: Run | None = None
+    for name in names:
+        get_workload(name)  # unknown names fail before anything runs
+    for name in names:
+        part = bench_run(
+            [name],
+            backends=backends,
+            device=device,
+            sizes=SWEEP_SIZES.get(name),
+            quick=quick,
+            repeat=repeat,
+            ceilings=merged is None,  # ceilings once, in the same run
+            seed=seed,
+            budget_s=budget_s,
+            progress=progress,
+        )
+        if merged is None:
+            merged = part
+        else:
+            merged.results.extend(part.results)
+            merged.interrupted = merged.interrupted or part.interrupted
+            merged.duration_s = (merged.duration_s or 0.0) + (part.duration_s or 0.0)
+        if part.interrupted:
+            break
+    assert merged is not None
+    _refinalize(merged)
+    merged.settings = {**merged.settings, "sweep": True, "workloads": names}
+    merged.settings["crossovers"] = [c.to_dict() for c in crossovers(merged.results)]
+    return merged
+
+
+def _refinalize(run: Run) -> None:
+    """Recompute % of ceiling and speedups over the merged rows against the one set of ceilings."""
+    from gpukit.bench.harness import finalize
+    from gpukit.bench.workloads import get_workload
+    from gpukit.bench.workloads.gemm import annotate
+
+    kinds = {r.workload: get_workload(r.workload).ceiling for r in run.results}
+    finalize(run.results, run.ceilings, kinds)
+    annotate(run.results)

@@ -1,0 +1,147 @@
+"""The ONE timing primitive of gpukit: every number `gpukit bench` prints is measured through :func:`measure`.
+
+A :class:`Clock` times one region: ``start()`` then ``stop() -> seconds``. Two kinds exist:
+
+* :class:`HostClock` — ``time.perf_counter`` around the region, with a ``sync`` callable run before reading the
+  clock at both ends (for the CPU there is nothing to wait for; a GPU backend without events passes its device
+  synchronize, so the host clock never measures only the launch).
+* :class:`EventClock` — a pair of device events (CUDA events from torch, cupy or numba) recorded on the stream
+  around the region; the elapsed time is the device's own, not the launch's.
+
+:func:`measure` warms up, then takes ``repeats`` samples; each sample runs the function ``inner`` times back to back
+(so a tiny kernel is timed well above timer resolution and launch gaps) and records the mean per call. The function
+receives a running call index so it can rotate input buffers and keep small inputs from sitting in cache.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["Clock", "EventClock", "HostClock", "Samples", "choose_inner", "measure"]
+
+
+class Clock(Protocol):
+    """Times one region. ``stop()`` returns the seconds since the matching ``start()``."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> float: ...
+
+
+class HostClock:
+    """Host wall clock; ``sync`` runs before each reading (a device synchronize for a GPU backend, else nothing)."""
+
+    def __init__(self, sync: Callable[[], None] | None = None, now: Callable[[], float] = time.perf_counter) -> None:
+        self._sync = sync or (lambda: None)
+        self._now = now
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self._sync()  # sync: work queued before the region must not be counted in it
+        self._t0 = self._now()
+
+    def stop(self) -> float:
+        self._sync()  # sync: the region's work must have finished before we read the clock
+        return self._now() - self._t0
+
+
+class EventClock:
+    """Device events around the region.
+
+    ``make_event()`` returns an event with ``record()`` and ``synchronize()`` (adapt numba/cupy events to that);
+    ``elapsed(start, end)`` returns the seconds between two recorded events.
+    """
+
+    def __init__(self, make_event: Callable[[], Any], elapsed: Callable[[Any, Any], float]) -> None:
+        self._make = make_event
+        self._elapsed = elapsed
+        self._start: Any = None
+
+    def start(self) -> None:
+        self._start = self._make()
+        self._start.record()  # no sync: the event is queued on the stream in order with the kernels
+
+    def stop(self) -> float:
+        end = self._make()
+        end.record()
+        end.synchronize()  # sync: wait for the end event so the elapsed time can be read
+        return self._elapsed(self._start, end)
+
+
+@dataclass
+class Samples:
+    """Per-call seconds of each sample (each the mean of ``inner`` back-to-back calls)."""
+
+    times_s: list[float] = field(default_factory=list)
+    inner: int = 1
+    warmup: int = 0
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.times_s)
+
+    @property
+    def min_s(self) -> float:
+        return min(self.times_s)
+
+    @property
+    def max_s(self) -> float:
+        return max(self.times_s)
+
+    @property
+    def total_s(self) -> float:
+        """Seconds spent in timed calls (samples × inner × per-call time)."""
+        return sum(self.times_s) * self.inner
+
+    @property
+    def spread(self) -> float:
+        """(max − min) / median: the run-to-run noise a comparison has to beat."""
+        med = self.median_s
+        return (self.max_s - self.min_s) / med if med > 0 else math.inf
+
+
+def choose_inner(first_call_s: float, target_sample_s: float = 1e-3, max_inner: int = 1000) -> int:
+    """How many back-to-back calls make one sample last about ``target_sample_s``."""
+    if first_call_s <= 0:
+        return max_inner
+    return max(1, min(max_inner, math.ceil(target_sample_s / first_call_s)))
+
+
+def measure(
+    fn: Callable[[int], None],
+    clock: Clock,
+    *,
+    repeats: int = 10,
+    warmup: int = 2,
+    inner: int = 1,
+    max_total_s: float | None = None,
+) -> Samples:
+    """Warm up, then time ``repeats`` samples of ``inner`` calls of ``fn(call_index)``.
+
+    ``max_total_s`` stops sampling early (keeping at least three samples) when a slow implementation would pass its
+    time budget; the samples taken so far are returned.
+    """
+    if repeats < 1 or inner < 1:
+        raise ValueError("repeats and inner must be >= 1")
+    index = 0
+    for _ in range(warmup):
+        fn(index)
+        index += 1
+    samples = Samples(inner=inner, warmup=warmup)
+    spent = 0.0
+    for _ in range(repeats):
+        clock.start()
+        for _ in range(inner):
+            fn(index)
+            index += 1
+        elapsed = clock.stop()
+        samples.times_s.append(elapsed / inner)
+        spent += elapsed
+        if max_total_s is not None and spent > max_total_s and len(samples.times_s) >= 3:
+            break
+    return samples

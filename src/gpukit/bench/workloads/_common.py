@@ -1,0 +1,73 @@
+"""Helpers shared by the element-wise workloads: size parsing, lazily-compiled Numba CPU kernels, estimates."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from gpukit.bench.workloads.base import Size
+from gpukit.errors import ConfigError
+
+__all__ = ["bytes_label", "calibrated_seconds_per_unit", "parse_elements", "vector_size"]
+
+_UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
+DTYPES = ("float32", "int32", "float64")
+
+
+def bytes_label(nbytes: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale}{unit}"
+    return f"{nbytes}B"
+
+
+def parse_elements(text: str, itemsize: int) -> int:
+    """'1GiB' / '64MB' → elements of ``itemsize`` bytes per operand; a bare integer is an element count."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ConfigError(f"bad size '{text}'", hint="use bytes per operand like 64MiB or 1GiB, or an element count")
+    value, unit = float(m.group(1)), m.group(2).lower()
+    n = int(value) if unit == "" else int(value * _UNITS[unit]) // itemsize
+    if n < 1:
+        raise ConfigError(f"size '{text}' holds no element", hint="use at least one element")
+    return n
+
+
+def vector_size(text: str, default_dtype: str = "float32", dtypes: tuple[str, ...] = DTYPES) -> Size:
+    """'<amount>[:<dtype>]' → Size(label, n, dtype); e.g. '1GiB', '64MiB:int32', '1000000'."""
+    amount, _, dtype = text.partition(":")
+    dtype = dtype.strip() or default_dtype
+    if dtype not in dtypes:
+        raise ConfigError(f"unsupported dtype '{dtype}'", hint=f"use one of {', '.join(dtypes)}")
+    itemsize = np.dtype(dtype).itemsize
+    n = parse_elements(amount, itemsize)
+    label = bytes_label(n * itemsize) if not amount.strip().isdigit() else str(n)
+    return Size(f"{label}:{dtype}", {"n": n, "dtype": dtype})
+
+
+def random_array(rng: np.random.Generator, n: int, dtype: str) -> np.ndarray:
+    """Fresh random values, never zeros: floats in [0.5, 1.5), integers in [-2^20, 2^20] (sums cannot overflow)."""
+    if np.dtype(dtype).kind == "f":
+        return (rng.random(n, dtype=np.float32 if dtype == "float32" else np.float64) + 0.5).astype(dtype, copy=False)
+    return rng.integers(-(2**20), 2**20, size=n, dtype=dtype)
+
+
+_CALIBRATION: dict[str, float] = {}
+
+
+def calibrated_seconds_per_unit(
+    key: str, run_small: Callable[[], Any], units_small: float, warm: Callable[[], Any] | None = None
+) -> float:
+    """Seconds per unit of work of a slow implementation, from one timed call at a small size (cached per key);
+    ``warm`` runs first, untimed, so imports and first-call costs do not inflate the estimate."""
+    if key not in _CALIBRATION:
+        if warm is not None:
+            warm()
+        t0 = time.perf_counter()
+        run_small()
+        _CALIBRATION[key] = (time.perf_counter() - t0) / units_small
+    return _CALIBRATION[key]

@@ -1,0 +1,127 @@
+"""The workload interface: a workload is data plus a few functions.
+
+A :class:`Workload` knows its sizes, how to build fresh random host inputs (NumPy arrays), an independent reference
+(float64 on the CPU where cheap), how to check an output against it, how much work a size is (``flops``, ``bytes``,
+and ``amount`` — the quantity its throughput unit counts), and one :class:`Implementation` per backend.
+
+An implementation is called as ``fn(inputs, out, size)``: ``inputs`` is the dict from ``make_inputs`` already moved
+to the backend's device (``backend.to_device`` per array; non-array values pass through), ``out`` a poisoned output
+buffer of ``output_spec(size)`` on that device. It writes into ``out`` and returns None; on a GPU it may return
+before the kernel finishes (the harness synchronizes). Adding a workload is one module plus one line in
+``workloads/__init__.py``'s ``WORKLOADS`` registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Implementation", "Size", "Workload", "relative_error"]
+
+
+@dataclass(frozen=True)
+class Size:
+    """One problem size. ``label`` is what tables and JSON show; ``params`` what the functions read."""
+
+    label: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.params[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.params.get(key, default)
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One way to compute the workload.
+
+    ``backend`` names the backend (registry key in ``backends/__init__.py``) that moves data and times it.
+    ``supports(size)`` returns None when this size can run, else the reason it cannot (e.g. "int32 not supported").
+    ``estimate_s(size)`` (optional) predicts the seconds of one call, so a slow implementation (pure Python) is
+    refused with the estimate instead of running for minutes. ``prepare(host_inputs, size)`` (optional) replaces the
+    backend's ``to_device`` for the inputs and is timed as the host→device transfer (the bandwidth workload uses it to
+    keep a pinned host buffer as the "input"). ``dtype`` is the precision the implementation computes in when it
+    is not the size's own (mandelbrot: float32 / float64); the harness passes it to ``check`` as
+    ``size["compute_dtype"]`` so the tolerance follows it. ``amount`` overrides the workload's
+    (a host→device copy moves each byte once, a device copy reads and writes it); ``ceiling`` names the
+    :class:`~gpukit.bench.results.Ceilings` field this row's % of ceiling is against, overriding the workload's
+    kind. ``note`` says what the variant is (shown in docs).
+    """
+
+    backend: str
+    fn: Callable[[Mapping[str, Any], Any, Size], None]
+    supports: Callable[[Size], str | None] | None = None
+    estimate_s: Callable[[Size], float] | None = None
+    prepare: Callable[[Mapping[str, Any], Size], dict[str, Any]] | None = None
+    dtype: str | None = None
+    amount: Callable[[Size, np.ndarray], float] | None = None
+    ceiling: str | None = None
+    note: str = ""
+
+
+@dataclass
+class Workload:
+    """A measurable piece of work.
+
+    ``unit`` is one of ``gbps`` / ``giter_per_s`` / ``tflops`` / ``samples_per_s``; ``amount(size, ref)`` returns
+    the base quantity it counts (bytes, iterations, flops, samples) for one call, so throughput =
+    amount / kernel time / scale. ``ceiling`` says which measured ceiling applies: "memory" (compared with the
+    measured copy bandwidth of the device) or None (no honest ceiling: % of ceiling is null).
+    ``implementations`` maps the row name (``numpy``, ``cupy-cuda-c``, ``cupy-cuda-c-naive`` …) to an
+    :class:`Implementation`.
+    """
+
+    name: str
+    description: str
+    unit: str
+    sizes: Callable[[bool], list[Size]]  # quick → default sizes
+    parse_size: Callable[[str], Size]  # "--size" text → Size; raise ConfigError when malformed
+    make_inputs: Callable[[Size, np.random.Generator], dict[str, Any]]
+    reference: Callable[[Size, Mapping[str, Any]], np.ndarray]
+    check: Callable[[np.ndarray, np.ndarray, Size], tuple[bool, float]]  # (ok, relative error)
+    output_spec: Callable[[Size], tuple[tuple[int, ...], str]]  # (shape, numpy dtype name)
+    flops: Callable[[Size], float]
+    bytes: Callable[[Size], float]
+    amount: Callable[[Size, np.ndarray], float]
+    implementations: dict[str, Implementation] = field(default_factory=dict)
+    ceiling: str | None = "memory"
+    dtype_of: Callable[[Size], str | None] = lambda size: size.get("dtype")
+
+    tolerance: Callable[[Size], float | None] = lambda size: TOLERANCE.get(
+        str(size.get("compute_dtype") or size.get("dtype"))
+    )
+
+
+# Relative-error tolerance per dtype (MEASURING.md): exact for integers; float32 well under 1e-3.
+TOLERANCE: dict[str, float] = {"int32": 0.0, "int64": 0.0, "float32": 1e-6, "float64": 1e-12}
+
+
+def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
+    """‖out − ref‖₂ / ‖ref‖₂ in float64; NaN or a shape mismatch gives +inf (never passes)."""
+    if out.shape != ref.shape:
+        return float("inf")
+    o = np.asarray(out, dtype=np.float64)
+    r = np.asarray(ref, dtype=np.float64)
+    if not np.all(np.isfinite(o)):
+        return float("inf")
+    denom = float(np.linalg.norm(r))
+    diff = float(np.linalg.norm(o - r))
+    if denom == 0.0:
+        return 0.0 if diff == 0.0 else float("inf")
+    return diff / denom
+
+
+def elementwise_check(out: np.ndarray, ref: np.ndarray, size: Size) -> tuple[bool, float]:
+    """Check for element-wise workloads: exact for integer dtypes, relative L2 ≤ TOLERANCE[dtype] for floats."""
+    err = relative_error(out, ref)
+    dtype = str(size.get("dtype", "float32"))
+    if dtype.startswith("int"):
+        ok = out.shape == ref.shape and bool(np.array_equal(out, ref))
+        return ok, (0.0 if ok else max(err, 1e-300) if np.isfinite(err) else err)
+    tol = TOLERANCE.get(dtype, 1e-6)
+    return err <= tol, err

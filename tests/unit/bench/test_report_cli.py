@@ -1,0 +1,64 @@
+"""`gpukit report` and `gpukit bench --sweep` through the CLI, with a real SQLite history."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpukit.bench.store import Store
+
+pytest.importorskip("matplotlib")
+
+from report_synthetic import synthetic_run  # tests/unit/bench is on sys.path under pytest
+from test_sweep_fake_device import fake_registry  # noqa: F401  (fixture)
+
+
+def test_report_last_html_and_md(run_cli, tmp_path):
+    db = tmp_path / "h.db"
+    store = Store(db)
+    first = store.save(synthetic_run(with_training=False))
+    second = store.save(synthetic_run())
+    html_out = tmp_path / "out" / "report.html"
+    res = run_cli("report", "--last", "--db", str(db), "-o", str(html_out))
+    assert res.exit_code == 0, res.stderr
+    assert f"run {second}" in res.stdout
+    doc = html_out.read_text()
+    assert '<section id="seed-claims">' in doc and doc.count("<img ") == 11
+    res = run_cli(
+        "report", "--run", str(first), "--db", str(db), "-o", str(tmp_path / "r.md"), "--format", "md", "--json"
+    )
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["run"] == first and doc["format"] == "md"
+    assert doc["gemm"] == ["triton bf16 at 4096³: 547.4 TFLOP/s = 86.2% of cuBLAS bf16 (635.3 TFLOP/s), same run"]
+    md = (tmp_path / "r.md").read_text()
+    for name in doc["plots"]:
+        assert (tmp_path / "r_plots" / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+        assert f"(r_plots/{name}.png)" in md
+    assert {c["key"]: c["measured"] for c in doc["claims"]}["cnn"] is None  # run 1 had no training rows
+
+
+def test_report_errors(run_cli, tmp_path):
+    empty = run_cli("report", "--db", str(tmp_path / "none.db"), "-o", str(tmp_path / "x.html"))
+    assert empty.exit_code == 2 and "no runs" in empty.stderr
+    db = tmp_path / "h.db"
+    Store(db).save(synthetic_run())
+    assert run_cli("report", "--run", "99", "--db", str(db)).exit_code == 1  # StoreError: no run 99
+    assert run_cli("report", "--format", "pdf", "--db", str(db)).exit_code == 2
+    assert run_cli("report", "--run", "1", "--last", "--db", str(db)).exit_code == 2
+
+
+def test_bench_sweep_saves_and_reports(run_cli, tmp_path, fake_registry):  # noqa: F811
+    db = tmp_path / "h.db"
+    res = run_cli("bench", "fake-copy", "--sweep", "--quick", "--db", str(db), "--seed", "1", "--json")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["settings"]["sweep"] is True
+    assert {c["mode"]: c["size"] for c in doc["settings"]["crossovers"]}["kernel"] == "128"
+    res = run_cli("bench", "fake-copy", "--sweep", "--quick", "--db", str(db), "--seed", "1")
+    assert res.exit_code == 0, res.stderr
+    assert "CPU/GPU crossover" in res.stdout and "128" in res.stdout
+    res = run_cli("report", "--last", "--db", str(db), "-o", str(tmp_path / "s.html"))
+    assert res.exit_code == 0 and "run 2" in res.stdout
+    assert 'id="plot-speedup-fake-copy"' in (tmp_path / "s.html").read_text()
