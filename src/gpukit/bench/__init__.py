@@ -34,7 +34,7 @@ def run(
     energy: bool = False,
     ceilings: bool = True,
     seed: int | None = None,
-    budget_s: float = 30.0,
+    budget_s: float | None = None,
     progress: Callable[[Progress], None] | None = None,
 ) -> Run:
     """Measure ``workloads`` (registry names or :class:`Workload` objects; None = every registered default workload)
@@ -42,8 +42,10 @@ def run(
     each workload; None = its default sizes, smaller with ``quick``).
 
     ``repeat`` is the number of timed samples (default 10, 5 with quick); ``energy`` repeats GPU kernels until NVML
-    energy can be read (≥ 1 s); ``budget_s`` is the time budget of one result (an implementation estimated or
-    measured to exceed it is skipped / cut short, with the reason). ``progress`` is called before each result.
+    energy can be read (≥ 1 s); ``budget_s`` is the time budget of one result,
+    default 30 s, 10 s with quick (an implementation estimated or
+    measured to exceed it is skipped / cut short, with the reason). ``progress`` is called before each
+    result.
     Returns the :class:`Run` with ceilings measured in the same run and every row, including skipped and failed
     ones. KeyboardInterrupt stops early and returns the rows measured so far with ``interrupted=True``.
     """

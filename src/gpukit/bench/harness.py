@@ -9,6 +9,7 @@ Anything an implementation raises becomes a ``failed`` row with the reason; only
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +23,7 @@ from gpukit.bench.backends.base import Backend
 from gpukit.bench.results import THROUGHPUT_UNITS, Ceilings, Result
 from gpukit.bench.timing import HostClock, choose_inner, measure
 from gpukit.bench.workloads.base import Implementation, Size, Workload
+from gpukit.errors import BackendUnavailable
 
 __all__ = ["Progress", "Settings", "run_one"]
 
@@ -142,13 +144,13 @@ def run_one(
         return _measure(workload, impl, backend, size, prepared, settings, base)
     except KeyboardInterrupt:
         raise
+    except BackendUnavailable as exc:  # a kernel module found its framework missing: skipped, with the hint
+        return _skip(base, "skipped", exc.message, exc.hint)
     except Exception as exc:
         return _skip(base, "failed", *_reason(exc))
     finally:
-        try:
+        with contextlib.suppress(Exception):  # releasing cached memory is best effort
             backend.release()
-        except Exception:  # pragma: no cover - best effort
-            pass
 
 
 def _measure(

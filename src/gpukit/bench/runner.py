@@ -103,10 +103,11 @@ def run_all(
     energy: bool = False,
     measure_ceilings: bool = True,
     seed: int | None = None,
-    budget_s: float = 30.0,
+    budget_s: float | None = None,
     progress: Callable[[Progress], None] | None = None,
 ) -> Run:
     """See :func:`gpukit.bench.run`."""
+    budget_s = budget_s or (10.0 if quick else 30.0)
     wl = resolve_workloads(workloads)
     items = plan(wl, backends, device, sizes, quick)
     settings = Settings(

@@ -1,4 +1,4 @@
-"""`gpukit bench`: the same work on CPU and GPU, through each way a Python developer can write it — checked numbers only.
+"""`gpukit bench`: the same work on CPU and GPU, each way a Python developer can write it — checked numbers only.
 
 Rendering helpers for the bench group live here too (results table, ceilings, CSV, Markdown, baseline checks).
 """
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.console import Console
 
 from gpukit.cli import render
 
@@ -20,9 +21,32 @@ if TYPE_CHECKING:
     from gpukit.bench.results import Ceilings, Result, Run
 
 CSV_FIELDS = (
-    "workload", "backend", "device", "size", "status", "reason", "dtype", "check", "error", "compile_s", "h2d_s",
-    "kernel_median_s", "kernel_min_s", "kernel_max_s", "d2h_s", "end_to_end_s", "throughput_unit", "gbps",
-    "giter_per_s", "tflops", "samples_per_s", "pct_of_ceiling", "speedup", "speedup_e2e", "energy_j", "repeats",
+    "workload",
+    "backend",
+    "device",
+    "size",
+    "status",
+    "reason",
+    "dtype",
+    "check",
+    "error",
+    "compile_s",
+    "h2d_s",
+    "kernel_median_s",
+    "kernel_min_s",
+    "kernel_max_s",
+    "d2h_s",
+    "end_to_end_s",
+    "throughput_unit",
+    "gbps",
+    "giter_per_s",
+    "tflops",
+    "samples_per_s",
+    "pct_of_ceiling",
+    "speedup",
+    "speedup_e2e",
+    "energy_j",
+    "repeats",
 )
 
 
@@ -40,8 +64,9 @@ def _throughput(r: Result) -> str:
 def _kernel(r: Result) -> str:
     if not r.ok:
         reason = (r.reason or "").replace("\n", " ")
-        return f"{r.status}: {reason[:70]}{'…' if len(reason) > 70 else ''}"
-    return f"{render.fmt_seconds(r.kernel_median_s)} ({render.fmt_seconds(r.kernel_min_s)}–{render.fmt_seconds(r.kernel_max_s)})"
+        return f"{r.status}: {reason[:60]}{'…' if len(reason) > 60 else ''}"
+    spread = f"{render.fmt_seconds(r.kernel_min_s)}–{render.fmt_seconds(r.kernel_max_s)}"
+    return f"{render.fmt_seconds(r.kernel_median_s)} ({spread})"
 
 
 def _transfers(r: Result) -> str:
@@ -80,8 +105,17 @@ def results_rows(results: list[Result]) -> list[list[str]]:
 
 
 RESULT_COLUMNS = (
-    "workload", "backend", "device", "size", "compile", "transfers (h2d + d2h)", "kernel median (min–max)",
-    "throughput", "% of ceiling", "speedup", "check",
+    "workload",
+    "backend",
+    "device",
+    "size",
+    "compile",
+    "transfers (h2d + d2h)",
+    "kernel median (min–max)",
+    "throughput",
+    "% of ceiling",
+    "speedup",
+    "check",
 )
 
 
@@ -105,15 +139,21 @@ def ceilings_rows(c: Ceilings) -> list[list[str]]:
 def print_run(run: Run) -> None:
     c = run.ceilings
     spec = f"datasheet ({c.spec_name})" if c.spec_name else "datasheet"
-    render.console.print(
-        render.table(["ceiling", "measured (this run)", spec], ceilings_rows(c), title="Ceilings")
-    )
+    render.console.print(render.table(["ceiling", "measured (this run)", spec], ceilings_rows(c), title="Ceilings"))
     # Piped output is not wrapped at 80 columns: the table is the product, keep its rows on one line each.
-    width = None if render.console.is_terminal else 220
-    render.console.print(
-        render.table(RESULT_COLUMNS, results_rows(run.results), title="Results (speedup: kernel vs best CPU)"),
-        width=width,
+    console = render.console if render.console.is_terminal else Console(highlight=False, soft_wrap=False, width=240)
+    console.print(
+        render.table(RESULT_COLUMNS, results_rows(run.results), title="Results (speedup: kernel vs best CPU)")
     )
+    # One line per reason a backend is missing here, with the command that fixes it.
+    missing: dict[tuple[str, str], list[str]] = {}
+    for r in run.results:
+        if r.status == "skipped" and r.hint and r.reason and not r.reason.startswith("estimated"):
+            names = missing.setdefault((r.reason, r.hint), [])
+            if r.backend not in names:
+                names.append(r.backend)
+    for (reason, hint), names in missing.items():
+        render.console.print(f"[dim]not available: {', '.join(names)}: {reason} — {hint}[/]")
     previews = [(r.backend, r.output_preview) for r in run.results if r.ok and r.output_preview is not None]
     for backend, values in previews:
         render.console.print(f"{backend:>20}: C = {values}")
@@ -162,8 +202,12 @@ def to_markdown(run: Run) -> str:
 def print_baseline(checks: list[BaselineCheck], tolerance_pct: float) -> None:
     rows = [
         [
-            c.workload, c.backend, c.device, c.size,
-            render.fmt(c.expected, ",.4g"), render.fmt(c.measured, ",.4g"),
+            c.workload,
+            c.backend,
+            c.device,
+            c.size,
+            render.fmt(c.expected, ",.4g"),
+            render.fmt(c.measured, ",.4g"),
             render.fmt(c.ratio * 100 if c.ratio is not None else None, ".0f", "%"),
             c.verdict if c.ok else f"[red]{c.verdict}[/]",
         ]
@@ -198,8 +242,13 @@ def _progress_callback() -> tuple[Any, Any]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     bar = Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=render.err_console, transient=True, disable=not render.err_console.is_terminal,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=render.err_console,
+        transient=True,
+        disable=not render.err_console.is_terminal,
     )
     task = bar.add_task("measuring", total=None)
 
@@ -253,11 +302,19 @@ def bench(
     bar, callback = _progress_callback()
     with bar:
         run = bench_run(
-            targets or None, backends=backend or None, device=device, sizes=sizes or None, quick=quick,
-            repeat=repeat, energy=energy, ceilings=not (no_ceilings or seed_example), seed=seed,
-            budget_s=budget or (10.0 if quick else 30.0), progress=callback,
+            targets or None,
+            backends=backend or None,
+            device=device,
+            sizes=sizes or None,
+            quick=quick,
+            repeat=repeat,
+            energy=energy,
+            ceilings=not (no_ceilings or seed_example),
+            seed=seed,
+            budget_s=budget or (10.0 if quick else 30.0),
+            progress=callback,
         )
-    run.settings["command"] = "gpukit bench " + " ".join(sys.argv[1:] if sys.argv[0].endswith("gpukit") else [])
+    run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
     if not no_save:
         from gpukit.bench.store import Store
 
@@ -266,8 +323,15 @@ def bench(
 
 
 def _report(
-    run: Run, baseline: str | None, tol: float, write_baseline: Path | None, markdown: Path | None,
-    save_image: Path | None, as_json: bool, as_csv: bool, db: Path | None,
+    run: Run,
+    baseline: str | None,
+    tol: float,
+    write_baseline: Path | None,
+    markdown: Path | None,
+    save_image: Path | None,
+    as_json: bool,
+    as_csv: bool,
+    db: Path | None,
 ) -> int:
     from gpukit.bench import compare
 
@@ -310,8 +374,16 @@ def _report(
 
 
 def _sweep(
-    workloads: list[str] | None, backend: list[str] | None, device: str, quick: bool, repeat: int | None,
-    as_json: bool, seed: int | None, budget: float | None, db: Path | None, no_save: bool,
+    workloads: list[str] | None,
+    backend: list[str] | None,
+    device: str,
+    quick: bool,
+    repeat: int | None,
+    as_json: bool,
+    seed: int | None,
+    budget: float | None,
+    db: Path | None,
+    no_save: bool,
 ) -> int:
     """`--sweep`: every workload over its size ladder on CPU and GPU, then the crossover table (issue 3)."""
     from gpukit.bench.sweep import crossovers, run_sweep
@@ -319,8 +391,14 @@ def _sweep(
     bar, callback = _progress_callback()
     with bar:
         run = run_sweep(
-            workloads or None, backends=backend or None, device=device, quick=quick, repeat=repeat, seed=seed,
-            budget_s=budget or (10.0 if quick else 30.0), progress=callback,
+            workloads or None,
+            backends=backend or None,
+            device=device,
+            quick=quick,
+            repeat=repeat,
+            seed=seed,
+            budget_s=budget or (10.0 if quick else 30.0),
+            progress=callback,
         )
     run.settings["command"] = "gpukit bench " + " ".join(sys.argv[1:] if sys.argv[0].endswith("gpukit") else [])
     if not no_save:
@@ -331,13 +409,26 @@ def _sweep(
         render.print_json(run.to_dict())
     else:
         print_run(run)
-        render.console.print(render.table(
-            ("workload", "dtype", "mode", "GPU faster from", "estimate", "last size not won"),
-            [[c.workload, c.group or "-", c.mode, c.size_label or {"never": "not within the sizes measured",
-              "insufficient": "too few sizes"}.get(c.status, ""), f"≈ {c.x_estimate:,.0f}" if c.x_estimate else "",
-              c.below_label or ""] for c in crossovers(run.results)],
-            title="CPU/GPU crossover (kernel only, and end to end with transfers)",
-        ))
+        render.console.print(
+            render.table(
+                ("workload", "dtype", "mode", "GPU faster from", "estimate", "last size not won"),
+                [
+                    [
+                        c.workload,
+                        c.group or "-",
+                        c.mode,
+                        c.size_label
+                        or {"never": "not within the sizes measured", "insufficient": "too few sizes"}.get(
+                            c.status, ""
+                        ),
+                        f"≈ {c.x_estimate:,.0f}" if c.x_estimate else "",
+                        c.below_label or "",
+                    ]
+                    for c in crossovers(run.results)
+                ],
+                title="CPU/GPU crossover (kernel only, and end to end with transfers)",
+            )
+        )
         if run.id is not None:
             render.console.print(f"saved as run {run.id} (gpukit report --run {run.id} -o report.html)", soft_wrap=True)
     if run.interrupted:
@@ -348,4 +439,3 @@ def _sweep(
 def register(app: typer.Typer) -> None:
     """Add `gpukit bench`."""
     app.command("bench")(bench)
-

@@ -24,8 +24,13 @@ def _list(db: Path | None, limit: int, as_json: bool) -> int:
         return 0
     rows = [
         [
-            str(r.id), r.started_at, render.fmt_seconds(r.duration_s), r.hostname or render.NA, r.gpu or "—",
-            " ".join(r.workloads) + (" (quick)" if r.quick else ""), f"{r.n_ok}/{r.n_total}",
+            str(r.id),
+            r.started_at,
+            render.fmt_seconds(r.duration_s),
+            r.hostname or render.NA,
+            r.gpu or "—",
+            " ".join(r.workloads) + (" (quick)" if r.quick else ""),
+            f"{r.n_ok}/{r.n_total}",
         ]
         for r in runs
     ]
@@ -76,16 +81,30 @@ def compare(
         unit = THROUGHPUT_UNITS[c.unit][1] if c.unit in THROUGHPUT_UNITS else ""
         table_rows.append(
             [
-                c.workload, c.backend, c.device, c.size,
-                render.fmt(c.a, ",.4g", unit), render.fmt(c.b, ",.4g", unit),
-                render.fmt(c.ratio, ".3f", "×"), render.fmt(c.spread * 100 if c.spread is not None else None, ".0f", "%"),
+                c.workload,
+                c.backend,
+                c.device,
+                c.size,
+                render.fmt(c.a, ",.4g", unit),
+                render.fmt(c.b, ",.4g", unit),
+                render.fmt(c.ratio, ".3f", "×"),
+                render.fmt(c.spread * 100 if c.spread is not None else None, ".0f", "%"),
                 c.verdict,
             ]
         )
     render.console.print(
         render.table(
-            ["workload", "backend", "device", "size", f"A (run {run_a})", f"B (run {run_b})", "B/A", "spread",
-             "verdict"],
+            [
+                "workload",
+                "backend",
+                "device",
+                "size",
+                f"A (run {run_a})",
+                f"B (run {run_b})",
+                "B/A",
+                "spread",
+                "verdict",
+            ],
             table_rows,
             title="Comparison (throughput; a change within the spread is noise)",
         )

@@ -22,7 +22,7 @@ class _Event:
     def __init__(self) -> None:
         from numba import cuda
 
-        self.event = cuda.event(timing=True)
+        self.event = cuda.event(timing=True)  # type: ignore[call-arg]
 
     def record(self) -> None:
         self.event.record()

@@ -59,9 +59,14 @@ def random_array(rng: np.random.Generator, n: int, dtype: str) -> np.ndarray:
 _CALIBRATION: dict[str, float] = {}
 
 
-def calibrated_seconds_per_unit(key: str, run_small: Callable[[], Any], units_small: float) -> float:
-    """Seconds per unit of work of a slow implementation, from one timed call at a small size (cached per key)."""
+def calibrated_seconds_per_unit(
+    key: str, run_small: Callable[[], Any], units_small: float, warm: Callable[[], Any] | None = None
+) -> float:
+    """Seconds per unit of work of a slow implementation, from one timed call at a small size (cached per key);
+    ``warm`` runs first, untimed, so imports and first-call costs do not inflate the estimate."""
     if key not in _CALIBRATION:
+        if warm is not None:
+            warm()
         t0 = time.perf_counter()
         run_small()
         _CALIBRATION[key] = (time.perf_counter() - t0) / units_small

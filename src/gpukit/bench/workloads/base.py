@@ -45,9 +45,9 @@ class Implementation:
     ``estimate_s(size)`` (optional) predicts the seconds of one call, so a slow implementation (pure Python) is
     refused with the estimate instead of running for minutes. ``prepare(host_inputs, size)`` (optional) replaces the
     backend's ``to_device`` for the inputs and is timed as the host→device transfer (the bandwidth workload uses it to
-    keep a pinned host buffer as the "input"). ``dtype`` is the
-    precision the implementation computes in when it is not the size's own (mandelbrot: float32 / float64); the
-    harness passes it to ``check`` as ``size["compute_dtype"]`` so the tolerance follows it. ``amount`` overrides the workload's
+    keep a pinned host buffer as the "input"). ``dtype`` is the precision the implementation computes in when it
+    is not the size's own (mandelbrot: float32 / float64); the harness passes it to ``check`` as
+    ``size["compute_dtype"]`` so the tolerance follows it. ``amount`` overrides the workload's
     (a host→device copy moves each byte once, a device copy reads and writes it); ``ceiling`` names the
     :class:`~gpukit.bench.results.Ceilings` field this row's % of ceiling is against, overriding the workload's
     kind. ``note`` says what the variant is (shown in docs).

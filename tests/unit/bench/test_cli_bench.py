@@ -1,0 +1,137 @@
+"""`gpukit bench` and `gpukit history` in-process: JSON contract, history, baselines, user workloads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REQUIRED = {
+    "workload",
+    "backend",
+    "device",
+    "size",
+    "status",
+    "reason",
+    "check",
+    "error",
+    "compile_s",
+    "h2d_s",
+    "kernel_median_s",
+    "kernel_min_s",
+    "kernel_max_s",
+    "d2h_s",
+    "gbps",
+    "giter_per_s",
+    "tflops",
+    "samples_per_s",
+    "pct_of_ceiling",
+}
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "my_workload.py"
+
+
+def test_bench_json_contract_and_history(run_cli: Callable[..., Any], tmp_path: Path) -> None:
+    db = str(tmp_path / "r.db")
+    res = run_cli(
+        "bench", "vector-add", "--size", "64KiB", "-b", "numpy", "-b", "cupy", "--repeat", "3", "--json", "--db", db
+    )
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    rows = doc["results"]
+    assert {r["backend"] for r in rows} == {"numpy", "cupy", "cupy-cuda-c", "cupy-cuda-c-naive"}
+    for r in rows:
+        assert set(r) >= REQUIRED
+    numpy_row = next(r for r in rows if r["backend"] == "numpy")
+    assert numpy_row["status"] == "ok" and numpy_row["check"] is True and numpy_row["gbps"] > 0
+    assert numpy_row["pct_of_ceiling"] is not None and doc["ceilings"]["cpu_mem_gbps"] > 0
+    assert all(r["status"] == "skipped" and r["reason"] for r in rows if r["backend"].startswith("cupy"))
+
+    listing = run_cli("history", "--db", db, "--json")
+    runs = json.loads(listing.stdout)["runs"]
+    assert len(runs) == 1 and runs[0]["n_ok"] == 1
+    shown = run_cli("history", "show", str(runs[0]["id"]), "--db", db, "--json")
+    assert json.loads(shown.stdout)["results"][0]["kernel_median_s"] == numpy_row["kernel_median_s"]
+    run_cli("bench", "vector-add", "--size", "64KiB", "-b", "numpy", "--repeat", "3", "--db", db, "--no-ceilings")
+    cmp = run_cli("history", "compare", "1", "2", "--db", db)
+    assert cmp.exit_code == 0 and "numpy" in cmp.stdout and "B/A" in cmp.stdout
+
+
+def test_baseline_shortfall_exits_1(run_cli: Callable[..., Any], tmp_path: Path) -> None:
+    db = str(tmp_path / "r.db")
+    base = tmp_path / "base.json"
+    res = run_cli(
+        "bench",
+        "saxpy",
+        "--size",
+        "64KiB",
+        "-b",
+        "numpy",
+        "--repeat",
+        "3",
+        "--no-ceilings",
+        "--db",
+        db,
+        "--write-baseline",
+        str(base),
+    )
+    assert res.exit_code == 0
+    doc = json.loads(base.read_text())
+    assert doc["format"] == "gpukit-baseline" and doc["results"][0]["backend"] == "numpy"
+    doc["results"][0]["value"] *= 1000  # a node 1000× slower than its baseline must fail
+    base.write_text(json.dumps(doc))
+    res = run_cli(
+        "bench",
+        "saxpy",
+        "--size",
+        "64KiB",
+        "-b",
+        "numpy",
+        "--repeat",
+        "3",
+        "--no-ceilings",
+        "--no-save",
+        "--baseline",
+        str(base),
+        "--tolerance",
+        "10%",
+    )
+    assert res.exit_code == 1 and "short" in res.stdout
+
+
+def test_seed_example_and_csv(run_cli: Callable[..., Any], tmp_path: Path) -> None:
+    res = run_cli("bench", "--seed-example", "--device", "cpu", "--repeat", "3", "--no-save")
+    assert res.exit_code == 0, res.stderr
+    assert "C = [8, 10, 12, 14, 16, 18]" in res.stdout
+    res = run_cli(
+        "bench", "vector-add", "--size", "1KiB", "-b", "numpy", "--repeat", "3", "--no-save", "--no-ceilings", "--csv"
+    )
+    assert res.stdout.splitlines()[0].startswith("workload,backend,device,size,status")
+
+
+def test_user_workload_from_file(run_cli: Callable[..., Any], tmp_path: Path) -> None:
+    res = run_cli(
+        "bench",
+        "--workload",
+        f"{EXAMPLE}:WORKLOAD",
+        "--size",
+        "64KiB",
+        "--device",
+        "cpu",
+        "--repeat",
+        "3",
+        "--no-save",
+        "--no-ceilings",
+        "--json",
+    )
+    assert res.exit_code == 0, res.stderr
+    rows = json.loads(res.stdout)["results"]
+    assert rows and all(r["workload"] == "softplus" for r in rows)
+    assert {r["backend"] for r in rows if r["status"] == "ok"} >= {"numpy", "torch-cpu"}
+
+
+def test_bad_input_exits_2(run_cli: Callable[..., Any], tmp_path: Path) -> None:
+    assert run_cli("bench", "no-such-workload", "--no-save").exit_code == 2
+    assert run_cli("bench", "vector-add", "--size", "lots", "--no-save").exit_code == 2
+    assert run_cli("bench", "--workload", "nofile.py:X", "--no-save").exit_code == 2
+    assert run_cli("bench", "vector-add", "--tolerance", "abc", "--no-save").exit_code == 2

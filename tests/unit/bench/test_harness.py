@@ -1,0 +1,156 @@
+"""The harness on CPU backends: verified results, caught wrong implementations, skipped/failed rows, finalize."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gpukit.bench import Implementation, run
+from gpukit.bench.harness import Settings, finalize, prepare, run_one
+from gpukit.bench.results import Ceilings, Result
+from gpukit.bench.workloads import get_workload
+
+FAST = Settings(repeats=3, warmup=1, budget_s=5.0)
+
+
+def _run(workload: str, impl: str, size: str) -> Result:
+    w = get_workload(workload)
+    s = w.parse_size(size)
+    return run_one(w, impl, s, lambda: prepare(w, s, np.random.default_rng(1)), FAST)
+
+
+@pytest.mark.parametrize("impl", ["python", "numpy", "numba-cpu", "torch-cpu"])
+@pytest.mark.parametrize("size", ["4096", "4096:int32"])
+def test_vector_add_cpu_backends_verified(impl: str, size: str) -> None:
+    r = _run("vector-add", impl, size)
+    assert r.status == "ok", r.reason
+    assert r.check is True
+    assert r.error is not None and (r.error == 0.0 if size.endswith("int32") else 0 < r.error < 1e-6)
+    assert r.kernel_min_s <= r.kernel_median_s <= r.kernel_max_s  # type: ignore[operator]
+    assert r.gbps == pytest.approx(3 * 4096 * 4 / r.kernel_median_s / 1e9)  # type: ignore[operator]
+    assert r.h2d_s == 0.0 and r.d2h_s == 0.0  # CPU data never crosses a bus
+
+
+@pytest.mark.parametrize("impl", ["python", "numpy", "numba-cpu", "torch-cpu"])
+def test_saxpy_cpu_backends_verified(impl: str) -> None:
+    r = _run("saxpy", impl, "10000")
+    assert r.status == "ok", r.reason
+    assert r.error is not None and 0 < r.error < 1e-6  # float32 rounding is there, but small
+
+
+@pytest.mark.parametrize("impl", ["python", "numpy", "numba-cpu", "torch-cpu"])
+def test_mandelbrot_cpu_backends_verified(impl: str) -> None:
+    r = _run("mandelbrot", impl, "96x64x50")
+    assert r.status == "ok", r.reason
+    assert r.giter_per_s is not None and r.giter_per_s > 0
+    assert r.pct_of_ceiling is None  # compute-bound: no honest ceiling measured
+
+
+def test_bandwidth_cpu_rows() -> None:
+    for impl in ("numpy", "numba-cpu", "torch-cpu"):
+        r = _run("bandwidth", impl, "1MiB")
+        assert r.status == "ok" and r.check is True
+        assert r.ceiling == "cpu_mem_gbps"
+
+
+def _wrong(kind: str) -> Any:
+    def fn(inputs: Mapping[str, Any], out: Any, size: Any) -> None:
+        if kind == "skip-last":
+            out[:-1] = inputs["a"][:-1] + inputs["b"][:-1]
+        elif kind == "off-by-one":
+            out[:] = inputs["a"] + inputs["b"] + 1
+
+    return fn
+
+
+@pytest.mark.parametrize("kind", ["skip-last", "nothing", "off-by-one"])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_wrong_implementations_fail_the_check(kind: str, dtype: str) -> None:
+    w = get_workload("vector-add")
+    w = replace(w, implementations={"wrong": Implementation("numpy", _wrong(kind))})
+    s = w.parse_size(f"1000:{dtype}")
+    r = run_one(w, "wrong", s, prepare(w, s, np.random.default_rng(2)), FAST)
+    assert r.status == "failed" and r.check is False
+    assert "check failed" in (r.reason or "")
+    assert r.kernel_median_s is None and r.gbps is None  # a failure is never a time
+
+
+def test_wrong_mandelbrot_fails() -> None:
+    w = get_workload("mandelbrot")
+
+    def off_by_one(inputs: Mapping[str, Any], out: Any, size: Any) -> None:
+        out[:] = w.reference(size, inputs) - 1
+
+    w = replace(w, implementations={"wrong": Implementation("numpy", off_by_one, dtype="float32")})
+    s = w.parse_size("seed")
+    r = run_one(w, "wrong", s, prepare(w, s, np.random.default_rng(0)), FAST)
+    assert r.status == "failed" and r.check is False
+
+
+def test_exceptions_and_unavailable_backends_become_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    w = get_workload("vector-add")
+
+    def boom(inputs: Mapping[str, Any], out: Any, size: Any) -> None:
+        raise MemoryError("CUDA out of memory. Tried to allocate 4 GiB")
+
+    w = replace(w, implementations={"boom": Implementation("numpy", boom)})
+    s = w.parse_size("100")
+    r = run_one(w, "boom", s, prepare(w, s, np.random.default_rng(0)), FAST)
+    assert r.status == "failed" and r.reason is not None and r.reason.startswith("out of memory")
+    r = _run("vector-add", "cupy", "100")  # no cupy and no GPU here
+    assert r.status == "skipped" and r.reason and r.hint
+
+
+def test_pure_python_is_refused_with_its_estimate() -> None:
+    r = _run("vector-add", "python", "1GiB")
+    assert r.status == "skipped"
+    assert r.reason is not None and "estimated" in r.reason and "budget" in r.reason
+
+
+def test_seed_example_everywhere_gives_the_articles_answer() -> None:
+    bench_run = run("vector-add", sizes=["seed"], device="cpu", ceilings=False, repeat=3)
+    ok = [r for r in bench_run.results if r.ok]
+    assert {r.backend for r in ok} >= {"python", "numpy", "numba-cpu", "torch-cpu"}
+    for r in ok:
+        assert r.output_preview == [8, 10, 12, 14, 16, 18]
+
+
+def test_finalize_speedup_and_pct_of_ceiling() -> None:
+    rows = [
+        Result("vector-add", "numpy", "cpu", "1MiB", kernel_median_s=2.0, end_to_end_s=2.0, gbps=10.0),
+        Result("vector-add", "numba-cpu", "cpu", "1MiB", kernel_median_s=1.0, end_to_end_s=1.0, gbps=20.0),
+        Result("vector-add", "torch-cuda", "cuda", "1MiB", kernel_median_s=0.1, end_to_end_s=0.5, gbps=200.0),
+        Result("vector-add", "cupy", "cuda", "1MiB", status="skipped", reason="x"),
+    ]
+    finalize(rows, Ceilings(cpu_mem_gbps=40.0, d2d_copy_gbps=400.0), {"vector-add": "memory"})
+    assert rows[0].speedup == 0.5 and rows[1].speedup == 1.0
+    assert rows[2].speedup == pytest.approx(10.0) and rows[2].speedup_e2e == pytest.approx(2.0)
+    assert rows[0].pct_of_ceiling == 25.0 and rows[2].pct_of_ceiling == 50.0
+    assert rows[2].ceiling == "d2d_copy_gbps" and rows[3].speedup is None
+
+
+def test_energy_from_telemetry_when_the_loop_is_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpukit.bench import harness
+    from gpukit.bench.workloads.base import Size
+
+    class T:
+        def __init__(self, e: float) -> None:
+            self.energy_j = e
+
+        def to_dict(self) -> dict[str, float]:
+            return {"energy_j": self.energy_j}
+
+    w = get_workload("vector-add")
+    impl = w.implementations["numpy"]
+    row = Result("vector-add", "x", "cuda", "1")
+    size = Size("1", {"n": 10, "dtype": "float32"})
+    harness._record(row, w, impl, size, np.zeros(10), [0.5, 0.5, 0.5], 1, T(100.0), T(130.0))
+    assert row.energy_j == pytest.approx(10.0)  # 30 J over 3 calls
+    assert row.telemetry == {"before": {"energy_j": 100.0}, "after": {"energy_j": 130.0}}
+    short = Result("vector-add", "x", "cuda", "1")
+    harness._record(short, w, impl, size, np.zeros(10), [0.01] * 3, 1, T(100.0), T(101.0))
+    assert short.energy_j is None  # too short to read NVML's counter honestly

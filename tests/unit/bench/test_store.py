@@ -1,0 +1,106 @@
+"""The results history round-trips every field; comparisons call noise; baselines catch a slow node."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gpukit.bench.compare import baseline_from_run, check_baseline, compare_runs, load_baseline
+from gpukit.bench.results import Ceilings, Result, Run
+from gpukit.bench.store import Store, default_path
+from gpukit.errors import ConfigError, StoreError
+
+
+def _run(gbps: float, samples: list[float]) -> Run:
+    med = sorted(samples)[len(samples) // 2]
+    return Run(
+        started_at="2026-11-30T05:00:00Z",
+        machine={"hostname": "node1", "cpu_count": 2},
+        versions={"numpy": "2.4.6"},
+        settings={"workloads": ["vector-add"], "quick": True},
+        ceilings=Ceilings(cpu_mem_gbps=20.0, gpu_name="NVIDIA H200", notes=["x"]),
+        results=[
+            Result(
+                "vector-add",
+                "numpy",
+                "cpu",
+                "1MiB:float32",
+                check=True,
+                error=0.0,
+                kernel_median_s=med,
+                kernel_min_s=min(samples),
+                kernel_max_s=max(samples),
+                samples_s=samples,
+                throughput_unit="gbps",
+                gbps=gbps,
+                telemetry={"before": None, "after": None},
+            ),
+            Result("vector-add", "cupy", "cuda", "1MiB:float32", status="skipped", reason="no cupy", hint="pip"),
+        ],
+    )
+
+
+def test_round_trip_and_listing(tmp_path: Path) -> None:
+    store = Store(tmp_path / "sub" / "results.db")
+    assert store.list_runs() == []  # no file yet: empty history, nothing created
+    assert not store.path.exists()
+    run = _run(10.0, [1.0, 1.1, 0.9])
+    run_id = store.save(run)
+    assert run_id == run.id == 1
+    loaded = store.load(run_id)
+    assert loaded.to_dict() == run.to_dict()
+    summary = store.list_runs()[0]
+    assert (summary.id, summary.n_ok, summary.n_total, summary.gpu, summary.quick) == (1, 1, 2, "NVIDIA H200", True)
+    with pytest.raises(StoreError):
+        store.load(99)
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    store = Store(tmp_path / "r.db")
+    store.save(_run(1.0, [1.0]))
+    con = sqlite3.connect(store.path)
+    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="schema 99"):
+        store.list_runs()
+
+
+def test_default_path_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GPUKIT_DB", str(tmp_path / "x.db"))
+    assert default_path() == tmp_path / "x.db"
+    monkeypatch.delenv("GPUKIT_DB")
+    assert default_path().name == "results.db" and "gpukit" in str(default_path())
+
+
+def test_compare_calls_noise_within_spread() -> None:
+    a = _run(10.0, [1.0, 1.2, 0.8])  # spread 40 %
+    b = _run(11.0, [1.0, 1.2, 0.8])
+    c = _run(20.0, [1.0, 1.01, 0.99])
+    rows = compare_runs(a, b)
+    assert rows[0].ratio == pytest.approx(1.1) and rows[0].verdict == "noise"
+    assert rows[1].verdict == "not ok"
+    assert compare_runs(_run(10.0, [1.0, 1.01, 0.99]), c)[0].verdict == "faster"
+    assert compare_runs(c, _run(10.0, [1.0, 1.01, 0.99]))[0].verdict == "slower"
+
+
+def test_baseline_catches_a_shortfall(tmp_path: Path) -> None:
+    base = baseline_from_run(_run(100.0, [1.0, 1.0, 1.0]), command="gpukit bench")
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(base))
+    doc = load_baseline(str(path))
+    assert doc["results"][0]["value"] == 100.0
+    ok = check_baseline(_run(95.0, [1.0]), doc, 10.0)
+    assert ok[0].ok and ok[0].verdict == "ok"
+    short = check_baseline(_run(80.0, [1.0]), doc, 10.0)
+    assert not short[0].ok and short[0].verdict == "short" and short[0].ratio == pytest.approx(0.8)
+    empty = Run(started_at="x")
+    assert check_baseline(empty, doc, 10.0)[0].verdict == "not run"
+    with pytest.raises(ConfigError):
+        load_baseline("no-such-baseline")
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ConfigError):
+        load_baseline(str(tmp_path / "bad.json"))

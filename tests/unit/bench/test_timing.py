@@ -1,0 +1,84 @@
+"""The one timing primitive, driven by a fake clock: exact values, warm-up, inner loops, budget, sync points."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpukit.bench.timing import EventClock, HostClock, Samples, choose_inner, measure
+
+
+class FakeTime:
+    """A clock that advances only when a call 'runs': each call costs the next duration in ``costs``."""
+
+    def __init__(self, costs: list[float]) -> None:
+        self.now = 100.0
+        self.costs = list(costs)
+        self.calls: list[int] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def work(self, index: int) -> None:
+        self.calls.append(index)
+        self.now += self.costs.pop(0)
+
+
+def test_measure_host_clock_exact_samples_after_warmup() -> None:
+    fake = FakeTime([9.0, 9.0, 1.0, 2.0, 3.0])  # two warm-up calls are slow and must not be counted
+    samples = measure(fake.work, HostClock(now=fake), repeats=3, warmup=2)
+    assert samples.times_s == [1.0, 2.0, 3.0]
+    assert (samples.median_s, samples.min_s, samples.max_s) == (2.0, 1.0, 3.0)
+    assert samples.spread == pytest.approx(1.0)
+    assert fake.calls == [0, 1, 2, 3, 4]  # the running index lets callers rotate buffers
+
+
+def test_inner_calls_are_averaged_per_call() -> None:
+    fake = FakeTime([1.0, 3.0, 2.0, 2.0])
+    samples = measure(fake.work, HostClock(now=fake), repeats=2, warmup=0, inner=2)
+    assert samples.times_s == [2.0, 2.0]
+    assert samples.total_s == pytest.approx(8.0)
+
+
+def test_budget_stops_early_but_keeps_three_samples() -> None:
+    fake = FakeTime([5.0] * 10)
+    samples = measure(fake.work, HostClock(now=fake), repeats=10, warmup=0, max_total_s=1.0)
+    assert len(samples.times_s) == 3
+
+
+def test_host_clock_syncs_before_each_reading() -> None:
+    events: list[str] = []
+    fake = FakeTime([1.0])
+    clock = HostClock(sync=lambda: events.append("sync"), now=fake)
+    clock.start()
+    fake.work(0)
+    assert clock.stop() == 1.0
+    assert events == ["sync", "sync"]
+
+
+def test_event_clock_records_and_waits_for_the_end_event() -> None:
+    log: list[str] = []
+
+    class Event:
+        def __init__(self) -> None:
+            self.t = 0.0
+
+        def record(self) -> None:
+            log.append("record")
+            self.t = len(log) * 0.5
+
+        def synchronize(self) -> None:
+            log.append("sync")
+
+    clock = EventClock(Event, lambda s, e: e.t - s.t)
+    clock.start()
+    assert clock.stop() == pytest.approx(0.5)
+    assert log == ["record", "record", "sync"]
+
+
+def test_choose_inner_and_bad_arguments() -> None:
+    assert choose_inner(1e-5, 1e-3) == 100
+    assert choose_inner(1.0, 1e-3) == 1
+    assert choose_inner(1e-9, 1e-3, max_inner=50) == 50
+    with pytest.raises(ValueError):
+        measure(lambda i: None, HostClock(), repeats=0)
+    assert Samples([1.0, 3.0]).median_s == 2.0
