@@ -1,7 +1,8 @@
 """Run gpukit bench's GPU acceptance on one machine and judge the "done when" criteria of issue 5.
 
     PYTHONPATH=src python3 examples/gpu_acceptance.py --out "$OUT" --part 1   # ~3 min: quick, 1 GiB, Mandelbrot, seed
-    PYTHONPATH=src python3 examples/gpu_acceptance.py --out "$OUT" --part 2   # ~3 min: full run + the H200 baseline
+    PYTHONPATH=src python3 examples/gpu_acceptance.py --out "$OUT" --part 2   # ~4 min: full run, H200 baseline,
+                                                                               # the same node checked against it
 
 Writes JSON, Markdown, the PNG and ``acceptance_part<N>.json`` (each criterion, its figures, pass/fail) into OUT.
 """
@@ -110,10 +111,17 @@ def part2(out: Path) -> dict[str, Any]:
         for r in full.get("results", [])
         if r["status"] == "failed"
     ]
-    return {
+    verdicts: dict[str, Any] = {
         "full run": {"wall_s": round(wall, 1), "statuses": statuses, "failed": failed, "pass": not failed},
         "baseline written": {"path": str(out / "h200.json"), "pass": (out / "h200.json").exists()},
     }
+    if (out / "h200.json").exists():
+        # The same node against the baseline it just wrote: node acceptance must pass (exit 0).
+        again, _ = bench(out, "acceptance", "--device", "cuda", "--baseline", str(out / "h200.json"), "--no-save")
+        checks = again.get("baseline", {}).get("checks", [])
+        short = [c for c in checks if not c["ok"]]
+        verdicts["same node passes its own baseline"] = {"checked": len(checks), "short": short, "pass": not short}
+    return verdicts
 
 
 def main() -> int:

@@ -99,10 +99,12 @@ def compare_runs(a: Run, b: Run) -> list[Comparison]:
 
 
 def baseline_from_run(run: Run, command: str | None = None, tolerance_pct: float = 10.0) -> dict[str, Any]:
-    """The baseline document for every ok row of ``run``."""
+    """The baseline document for the ok rows of ``run``: its GPU rows when it has any (node acceptance is about the
+    GPU, its memory and its link; the host CPU of another node may differ), else every row."""
+    has_gpu = any(r.ok and r.device == "cuda" for r in run.results)
     rows = []
     for r in run.results:
-        if r.ok and r.throughput is not None:
+        if r.ok and r.throughput is not None and (r.device == "cuda" or not has_gpu):
             rows.append(
                 {
                     "workload": r.workload,
@@ -183,7 +185,9 @@ class BaselineCheck:
 
 
 def check_baseline(run: Run, baseline: dict[str, Any], tolerance_pct: float) -> list[BaselineCheck]:
-    """Every baseline row that this run measured (or tried to): short when measured < expected × (1 − tol).
+    """Every baseline row that this run measured (or tried to): short when measured < expected × (1 − allowed),
+    where allowed is the larger of ``tolerance_pct`` and the baseline row's own run-to-run spread (a difference
+    within the noise the baseline itself showed is not a finding).
 
     A baseline row this run did not attempt is "not run" (not a failure: run fewer workloads, check fewer rows);
     one it attempted but could not measure is "not ok" (a failure: the node lost a backend or runs out of memory).
@@ -203,6 +207,7 @@ def check_baseline(run: Run, baseline: dict[str, Any], tolerance_pct: float) -> 
             checks.append(BaselineCheck(*key, b.get("unit"), expected, None, None, False, "not ok"))
             continue
         ratio = measured / expected if expected > 0 else math.inf
-        ok = ratio >= 1.0 - tol
+        allowed = max(tol, float(b.get("spread") or 0.0))
+        ok = ratio >= 1.0 - min(allowed, 0.5)  # never wave through a node at half its baseline
         checks.append(BaselineCheck(*key, b.get("unit"), expected, measured, ratio, ok, "ok" if ok else "short"))
     return checks

@@ -154,3 +154,21 @@ def test_energy_from_telemetry_when_the_loop_is_long(monkeypatch: pytest.MonkeyP
     short = Result("vector-add", "x", "cuda", "1")
     harness._record(short, w, impl, size, np.zeros(10), [0.01] * 3, 1, T(100.0), T(101.0))
     assert short.energy_j is None  # too short to read NVML's counter honestly
+
+
+def test_ctrl_c_keeps_the_rows_already_measured() -> None:
+    def progress(p: Any) -> None:
+        if p.index == 2:
+            raise KeyboardInterrupt
+
+    bench_run = run(
+        "vector-add",
+        sizes=["1000"],
+        backends=["numpy", "torch-cpu", "numba-cpu"],
+        ceilings=False,
+        repeat=3,
+        progress=progress,
+    )
+    assert bench_run.interrupted
+    assert [r.backend for r in bench_run.results] == ["numpy", "numba-cpu"]
+    assert all(r.ok for r in bench_run.results)

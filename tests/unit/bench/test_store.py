@@ -99,8 +99,28 @@ def test_baseline_catches_a_shortfall(tmp_path: Path) -> None:
     assert not short[0].ok and short[0].verdict == "short" and short[0].ratio == pytest.approx(0.8)
     empty = Run(started_at="x")
     assert check_baseline(empty, doc, 10.0)[0].verdict == "not run"
+    noisy = dict(doc, results=[dict(doc["results"][0], spread=0.25)])
+    assert check_baseline(_run(80.0, [1.0]), noisy, 10.0)[0].ok  # within the baseline's own spread
     with pytest.raises(ConfigError):
         load_baseline("no-such-baseline")
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(ConfigError):
         load_baseline(str(tmp_path / "bad.json"))
+
+
+def test_baseline_keeps_gpu_rows_when_there_are_any() -> None:
+    run = _run(10.0, [1.0])
+    assert [r["backend"] for r in baseline_from_run(run)["results"]] == ["numpy"]  # CPU-only run: CPU rows
+    run.results.append(
+        Result(
+            "vector-add",
+            "torch-cuda",
+            "cuda",
+            "1MiB:float32",
+            kernel_median_s=0.1,
+            samples_s=[0.1],
+            throughput_unit="gbps",
+            gbps=1000.0,
+        )
+    )
+    assert [r["backend"] for r in baseline_from_run(run)["results"]] == ["torch-cuda"]

@@ -100,4 +100,4 @@ class NumbaCudaBackend(Backend):
             return
         from numba import cuda
 
-        cuda.current_context().memory_manager.deallocations.clear()
+        cuda.current_context().deallocations.clear()  # free what numba deferred, before the next result

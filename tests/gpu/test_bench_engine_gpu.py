@@ -1,0 +1,50 @@
+"""On a CUDA GPU: every GPU backend of the bench engine produces verified, event-timed results; ceilings measured.
+
+Run: ``PYTHONPATH=src python -m pytest tests/gpu/test_bench_engine_gpu.py -m gpu -q``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+GPU_ROWS = {
+    "vector-add": {"torch-cuda", "cupy", "cupy-cuda-c", "cupy-cuda-c-naive", "triton", "numba-cuda"},
+    "saxpy": {"torch-cuda", "cupy", "cupy-cuda-c", "triton", "numba-cuda"},
+    "mandelbrot": {"torch-cuda", "cupy-cuda-c", "triton", "numba-cuda-naive", "numba-cuda"},
+}
+SIZES = {"vector-add": ["64MiB", "1MiB:int32", "seed"], "saxpy": ["64MiB"], "mandelbrot": ["seed", "1024x1024x200"]}
+
+
+@pytest.mark.parametrize("workload", sorted(GPU_ROWS))
+def test_gpu_backends_verified(workload: str) -> None:
+    from gpukit.bench import run
+
+    bench_run = run(workload, device="cuda", sizes=SIZES[workload], ceilings=False, repeat=5)
+    by_backend: dict[str, list] = {}  # type: ignore[type-arg]
+    for r in bench_run.results:
+        by_backend.setdefault(r.backend, []).append(r)
+        if r.status == "skipped":
+            continue  # e.g. cupy or numba-cuda not installed on this machine: the reason says so
+        assert r.status == "ok", (r.backend, r.size, r.reason)
+        assert r.check is True and r.device == "cuda"
+        assert 0 < r.kernel_min_s <= r.kernel_median_s <= r.kernel_max_s
+        assert r.h2d_s is not None and r.d2h_s is not None and r.compile_s is not None
+        assert r.telemetry is None or "before" in r.telemetry
+    assert set(by_backend) == GPU_ROWS[workload]
+    assert any(r.ok for r in bench_run.results)
+
+
+def test_ceilings_measured_on_the_gpu() -> None:
+    from gpukit.bench.ceilings import measure_ceilings
+
+    c = measure_ceilings(quick=True, cuda=True)
+    assert c.d2d_copy_gbps is not None and c.d2d_copy_gbps > 100
+    assert c.h2d_pinned_gbps is not None and c.h2d_pinned_gbps > 1
+    assert c.gpu_name
