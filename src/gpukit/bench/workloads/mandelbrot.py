@@ -227,7 +227,13 @@ WORKLOAD = Workload(
             dtype="float64",
             note="vectorised with compaction",
         ),
-        "numba-cpu": Implementation("numba-cpu", _numba_cpu, dtype="float32", note="@njit(parallel=True)"),
+        "numba-cpu": Implementation(
+            "numba-cpu",
+            _numba_cpu,
+            estimate_s=_estimator("numba-cpu", _numba_cpu, "numba-cpu", 65536),
+            dtype="float32",
+            note="@njit(parallel=True)",
+        ),
         "torch-cpu": Implementation(
             "torch-cpu",
             _torch,
