@@ -47,7 +47,7 @@ SWEEP_SIZES: dict[str, list[str]] = {
     "vector-add": _VECTOR_LADDER,
     "saxpy": _VECTOR_LADDER,
     # the seed's 20 iterations at growing frames, the seed's own 1536×1024 among them
-    "mandelbrot": ["64x64x20", "256x256x20", "1536x1024x20", "4096x4096x20"],
+    "mandelbrot": ["32x32x20", "128x128x20", "512x512x20", "1536x1024x20", "2048x2048x20"],
 }
 
 # What the number in a workload's size label means (axis titles of the report).

@@ -400,7 +400,7 @@ def _sweep(
             budget_s=budget or (10.0 if quick else 30.0),
             progress=callback,
         )
-    run.settings["command"] = "gpukit bench " + " ".join(sys.argv[1:] if sys.argv[0].endswith("gpukit") else [])
+    run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
     if not no_save:
         from gpukit.bench.store import Store
 

@@ -75,7 +75,7 @@ def test_steps_train_and_only_the_first_publishes():
     _training._step(prepared, out, size)
     assert not torch.isnan(out).any()
     out.fill_(float("nan"))
-    for _ in range(30):
+    for _ in range(10):
         _training._step(prepared, out, size)
     assert torch.isnan(out).all()  # timed steps never pay for the copy
-    assert loss() < before - 0.01  # Adam on a fixed batch: the loss goes down
+    assert loss() < before - 0.02  # Adam on a fixed batch: the loss goes down

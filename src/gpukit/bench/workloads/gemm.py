@@ -162,8 +162,14 @@ def _prepare(backend: str, b_col_major: bool = False) -> Callable[[Mapping[str, 
 
         device = get_backend(backend).device
         dt = size["dtype"]
-        tdt = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
-               "fp8": torch.float8_e4m3fn, "int8": torch.int8}[dt]  # fmt: skip
+        tdt = {
+            "fp32": torch.float32,
+            "tf32": torch.float32,
+            "fp16": torch.float16,
+            "bf16": torch.bfloat16,
+            "fp8": torch.float8_e4m3fn,
+            "int8": torch.int8,
+        }[dt]
         a = torch.from_numpy(host["a"]).to(device).to(tdt)
         b = torch.from_numpy(host["b"]).to(device).to(tdt)
         if dt == "fp8" or b_col_major:
@@ -265,16 +271,37 @@ WORKLOAD = Workload(
     ceiling=None,  # compute-bound: compared with the GEMM rates measured in the run (the report does it)
     tolerance=lambda size: TOLERANCE[size["dtype"]],
     implementations={
-        "torch-cpu": Implementation("torch-cpu", _torch_gemm, supports=_cpu_supports, estimate_s=_cpu_estimate,
-                                    prepare=_prepare("torch-cpu"), note="oneDNN/MKL through torch.mm"),
-        "cublas": Implementation("torch-cuda", _torch_gemm, supports=_cuda_supports, prepare=_prepare("torch-cuda"),
-                                 note="torch.mm / _scaled_mm / _int_mm → cuBLAS(Lt)"),
-        "triton": Implementation("triton", _triton("auto"), supports=_triton_supports, prepare=_prepare("triton", b_col_major=True),
-                                 note="tiled, autotuned; TMA loads on sm_90+"),
-        "triton-ptr": Implementation("triton", _triton("ptr"), supports=_triton_supports, prepare=_prepare("triton"),
-                                     note="tiled, autotuned; pointer loads (tutorial 03)"),
+        "torch-cpu": Implementation(
+            "torch-cpu",
+            _torch_gemm,
+            supports=_cpu_supports,
+            estimate_s=_cpu_estimate,
+            prepare=_prepare("torch-cpu"),
+            note="oneDNN/MKL through torch.mm",
+        ),
+        "cublas": Implementation(
+            "torch-cuda",
+            _torch_gemm,
+            supports=_cuda_supports,
+            prepare=_prepare("torch-cuda"),
+            note="torch.mm / _scaled_mm / _int_mm → cuBLAS(Lt)",
+        ),
+        "triton": Implementation(
+            "triton",
+            _triton("auto"),
+            supports=_triton_supports,
+            prepare=_prepare("triton", b_col_major=True),
+            note="tiled, autotuned; TMA loads on sm_90+ (B column-major)",
+        ),
+        "triton-ptr": Implementation(
+            "triton",
+            _triton("ptr"),
+            supports=_triton_supports,
+            prepare=_prepare("triton"),
+            note="tiled, autotuned; pointer loads (tutorial 03)",
+        ),
     },
-)  # fmt: skip
+)
 
 
 def measured_rates(results: Sequence[Result]) -> dict[str, float]:
