@@ -30,7 +30,10 @@ __all__ = [
 
 SOURCE = "kernels.cu"
 INSTALL_HINT = "pip install cupy-cuda12x (CUDA 12 driver) or cupy-cuda13x (CUDA 13 driver), matching `nvidia-smi`"
-THREADS = 256  # = STREAM_THREADS in kernels.cu; the Mandelbrot kernel also uses 256 (a 32 x 8 pixel tile)
+THREADS = 256  # the Mandelbrot kernels' block (a 32 x 8 pixel tile)
+STREAM_THREADS = 128  # = STREAM_THREADS in kernels.cu (vector add, SAXPY)
+STREAM_VECS = 4  # = STREAM_VECS in kernels.cu: 16-byte vectors per thread per pass
+_MAX_STREAM_BLOCKS = 2**31 - 1  # the grid's x limit
 VEC = 4  # elements per 16-byte vector
 MANDEL_TILE = (32, 8)  # (columns, rows) per block
 NVRTC_OPTIONS = ("--std=c++17",)  # no fast-math: the Mandelbrot kernel depends on IEEE rounding
@@ -56,13 +59,6 @@ def _module(device_id: int) -> Any:
     module = cupy.RawModule(code=source_text(), options=NVRTC_OPTIONS)
     module.compile()  # compile now, so a compile error surfaces here with its log, not at the first launch
     return module
-
-
-@cache
-def _device_shape(device_id: int) -> tuple[int, int]:
-    """(SM count, resident 256-thread blocks per SM) of a device, read once."""
-    attrs = _cupy().cuda.Device(device_id).attributes
-    return int(attrs["MultiProcessorCount"]), max(1, int(attrs["MaxThreadsPerMultiProcessor"]) // THREADS)
 
 
 def _current_device() -> int:
@@ -124,9 +120,9 @@ def _check_arrays(name: str, arrays: dict[str, Any], dtypes: tuple[str, ...]) ->
 
 
 def _stream_grid(n: int) -> int:
-    """One wave: every SM gets its full complement of blocks, fewer when n is small (each thread ≥ one vector)."""
-    sms, blocks_per_sm = _device_shape(_current_device())
-    return max(1, min(sms * blocks_per_sm, math.ceil(n / (THREADS * VEC))))
+    """Blocks to cover n elements once, STREAM_VECS 16-byte vectors per thread (the kernel's grid-stride loop covers
+    the rest if the cap ever binds)."""
+    return max(1, min(_MAX_STREAM_BLOCKS, math.ceil(n / (STREAM_THREADS * STREAM_VECS * VEC))))
 
 
 def vector_add(a: Any, b: Any, out: Any) -> None:
@@ -136,7 +132,7 @@ def vector_add(a: Any, b: Any, out: Any) -> None:
     if n == 0:
         return
     kernel = _kernel("vector_add_f32" if out.dtype == np.float32 else "vector_add_i32")
-    kernel((_stream_grid(n),), (THREADS,), (a, b, out, np.int64(n)))
+    kernel((_stream_grid(n),), (STREAM_THREADS,), (a, b, out, np.int64(n)))
 
 
 def vector_add_naive(a: Any, b: Any, out: Any) -> None:
@@ -157,7 +153,7 @@ def saxpy(alpha: float, x: Any, y: Any, out: Any) -> None:
     n = int(out.size)
     if n == 0:
         return
-    _kernel("saxpy_f32")((_stream_grid(n),), (THREADS,), (np.float32(alpha), x, y, out, np.int64(n)))
+    _kernel("saxpy_f32")((_stream_grid(n),), (STREAM_THREADS,), (np.float32(alpha), x, y, out, np.int64(n)))
 
 
 def _frame_args(name: str, out: Any, x0: float, x1: float, y0: float, y1: float, max_iter: int) -> tuple[Any, ...]:

@@ -235,7 +235,9 @@ def _stream_grid_cap() -> tuple[int, int]:
     if _simulated():
         return 4, 32  # the simulator runs one Python thread per GPU thread: keep it small, still grid-strided
     device = cuda.get_current_device()
-    per_sm = max(1, int(device.MAX_THREADS_PER_MULTI_PROCESSOR) // THREADS)
+    # CUDA's enum is CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR (numba looks attributes up by that name);
+    # an H200 run caught the earlier misspelling, which the simulator's fake device never asks for.
+    per_sm = max(1, int(device.MAX_THREADS_PER_MULTIPROCESSOR) // THREADS)
     return int(device.MULTIPROCESSOR_COUNT) * per_sm, THREADS
 
 

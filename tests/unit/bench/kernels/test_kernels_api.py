@@ -115,10 +115,10 @@ def test_cuda_c_source_compiles_for_sm90_without_spills(tmp_path: Path) -> None:
     assert (tmp_path / "kernels.o").stat().st_size > 0
     assert len(re.findall(r"Compiling entry function '(\w+)'", report)) == 7
     assert re.findall(r"(\d+) bytes spill stores", report) == ["0"] * 7
-    # The streaming kernels must fit 8 blocks of 256 threads per SM: at most 32 registers each.
+    # The streaming kernels must fit 8 blocks of 128 threads per SM (__launch_bounds__): at most 64 registers each.
     regs = dict(re.findall(r"Compiling entry function '(\w+)'.*?Used (\d+) registers", report, re.S))
     for name in ("vector_add_f32", "vector_add_i32", "saxpy_f32"):
-        assert int(regs[name]) <= 32, (name, regs[name])
+        assert int(regs[name]) <= 64, (name, regs[name])
 
 
 def _libnvrtc() -> Path | None:
