@@ -76,8 +76,9 @@ def profile_for(family: str, mode: str) -> ActivationProfile:
 class TimingProfile:
     """Constants of the time model (compute.py), fitted to 18 training steps and 7 generate() calls of GPT-2,
     a Llama-GQA and Qwen2-0.5B (eager PyTorch 2.11 + transformers 5.17) on an H200 host, then checked on 17 held-out
-    configurations; docs/plan.md says how to refit them. On that stack the host's per-layer work does not overlap
-    the GPU's, so the two add up."""
+    configurations; the two checkpointing host costs were refitted after grid run 1 on all 10 checkpointing points
+    (docs/plan.md, "Checkpointing refit"); docs/plan.md says how to refit them. On that stack the host's per-layer
+    work does not overlap the GPU's, so the two add up."""
 
     gemm_efficiency: float = 1.0  # model matmuls vs the large-GEMM ceiling (measured or datasheet × practical)
     elementwise_passes: float = 9.2  # activation + logits bytes are moved this many times over forward+backward
