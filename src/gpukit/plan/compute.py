@@ -11,11 +11,11 @@ FLOPs / datasheet peak, so it can be compared across machines.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from gpukit.hardware.specs import GpuSpec
-from gpukit.plan.memory import MemoryBreakdown, PlanSettings
+from gpukit.plan.memory import MemoryBreakdown, PlanSettings, estimate_memory
 from gpukit.plan.models import CnnSpec, ModelSpec, TransformerSpec
 from gpukit.plan.profiles import TIMING, TimingProfile
 
@@ -104,6 +104,19 @@ class TimeEstimate:
         return asdict(self)
 
 
+def _activation_traffic_bytes(model: TransformerSpec, s: PlanSettings, mem: MemoryBreakdown, t: TimingProfile) -> float:
+    """Activation + logits bytes the step's elementwise kernels move (before × ``elementwise_passes``).
+
+    Checkpointing shrinks what is *kept*, not what is *computed*: every layer still writes its full activations in
+    the forward, writes them again in the recomputed forward, and reads them in the backward. So the traffic is
+    counted from the activations as without checkpointing, plus ``recompute_traffic_fraction`` of them for the
+    recomputation (the forward's share, as the FLOPs' 4/3)."""
+    if not s.checkpointing:
+        return float(mem.activations_bytes + mem.logits_bytes)
+    full = estimate_memory(model, replace(s, checkpointing=False))
+    return full.activations_bytes * (1 + t.recompute_traffic_fraction) + full.logits_bytes
+
+
 def _train_time(
     model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, c: Ceilings, t: TimingProfile, work: float | None
 ) -> TimeEstimate:
@@ -113,10 +126,11 @@ def _train_time(
     opt_state = mem.optimizer_bytes + mem.master_bytes
     optimizer = (3 * mem.weights_bytes + 2 * mem.gradients_bytes + 2.5 * opt_state) / bw  # foreach AdamW traffic
     if isinstance(model, TransformerSpec):
-        traffic = (mem.activations_bytes + mem.logits_bytes) * t.elementwise_passes / bw
-        per_layer = t.host_s_per_layer_train + (t.host_s_per_layer_amp if s.recipe == "amp-bf16" else 0.0)
+        traffic = _activation_traffic_bytes(model, s, mem, t) * t.elementwise_passes / bw
+        amp = s.recipe == "amp-bf16"
+        per_layer = t.host_s_per_layer_train + (t.host_s_per_layer_amp if amp else 0.0)
         if s.checkpointing:
-            per_layer += t.host_s_per_layer_recompute * (2 if s.recipe == "amp-bf16" else 1)
+            per_layer += t.host_s_per_layer_recompute + (t.host_s_per_layer_recompute_amp if amp else 0.0)
         host = model.num_layers * per_layer
     else:
         traffic = mem.activations_bytes * t.cnn_elementwise_passes / bw

@@ -148,6 +148,8 @@ MEASURED = [
     ("llama-gqa", dict(recipe="bf16", batch=8, seq=1024), 14.304),
     ("llama-gqa", dict(recipe="amp-bf16", batch=4, seq=1024, checkpointing=True), 9.302),
     ("qwen2-0.5b", dict(recipe="amp-bf16", batch=4, seq=1024), 20.767),
+    ("qwen2-0.5b", dict(recipe="amp-bf16", batch=2, seq=2048, checkpointing=True), 14.32),  # grid run 1
+    ("gpt2-medium", dict(recipe="bf16", batch=8, seq=1024, checkpointing=True), 7.83),  # grid run 1
     ("resnet50", dict(recipe="fp32", batch=32), 2.964),
     ("seed-cnn", dict(recipe="fp32", batch=1024), 1.579),
 ]
