@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import os
 import signal
 import sys
 import time
@@ -276,7 +277,9 @@ def _interruptible() -> Iterator[Callable[[], None]]:
 
 
 def _quiet_warnings() -> None:
-    """numba-cuda's low-occupancy warning for the small sizes of a ladder is expected there: noise in the log."""
+    """numba-cuda's low-occupancy warning for the small sizes of a ladder is expected there: noise in the log.
+    The environment switch works when numba-cuda is imported later; the filter covers an earlier import."""
+    os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     warnings.filterwarnings("ignore", message=r".*Grid size \d+ will likely result in GPU under-utilization")
 
 
@@ -301,6 +304,7 @@ def _progress_callback(rearm: Callable[[], None] | None = None) -> tuple[Any, An
     def callback(p: Any) -> None:
         if rearm is not None:
             rearm()
+        _quiet_warnings()  # again: a framework imported since may have put its own filter in front
         if tty:
             bar.update(task, total=p.total, completed=p.index, description=f"{p.workload} {p.backend} {p.size}")
         else:
