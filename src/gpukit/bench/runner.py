@@ -105,8 +105,10 @@ def run_all(
     seed: int | None = None,
     budget_s: float | None = None,
     progress: Callable[[Progress], None] | None = None,
+    deadline: tuple[float, str] | None = None,
 ) -> Run:
-    """See :func:`gpukit.bench.run`."""
+    """See :func:`gpukit.bench.run`. ``deadline`` is (a ``time.perf_counter()`` instant, a reason): results not
+    started by then become ``skipped`` rows with that reason (a sweep's total time budget)."""
     budget_s = budget_s or (10.0 if quick else 30.0)
     wl = resolve_workloads(workloads)
     items = plan(wl, backends, device, sizes, quick)
@@ -139,12 +141,26 @@ def run_all(
 
             devices = {_backend_device(w.implementations[n].backend) for w, n, _ in items}
             run.ceilings = _measure_ceilings(quick=quick, cuda="cuda" in devices or device == "cuda")
-        _measure_all(items, settings, rng, run.results, progress)
+        _measure_all(items, settings, rng, run.results, progress, deadline)
     except KeyboardInterrupt:
         run.interrupted = True
     finalize(run.results, run.ceilings, {w.name: w.ceiling for w in wl})
     run.duration_s = time.perf_counter() - t0
     return run
+
+
+def _out_of_time(w: Workload, name: str, size: Size, reason: str) -> Result:
+    device = _backend_device(w.implementations[name].backend)
+    return Result(
+        workload=w.name,
+        backend=name,
+        device=device,
+        size=size.label,
+        status="skipped",
+        reason=reason,
+        hint="raise --sweep-budget, or sweep fewer workloads",
+        dtype=w.dtype_of(size),
+    )
 
 
 def _measure_all(
@@ -153,11 +169,15 @@ def _measure_all(
     rng: np.random.Generator,
     results: list[Result],
     progress: Callable[[Progress], None] | None,
+    deadline: tuple[float, str] | None = None,
 ) -> None:
     cache: dict[tuple[str, str], Any] = {}
     for i, (w, name, size) in enumerate(items):
         if progress is not None:
             progress(Progress(i, len(items), w.name, name, size.label))
+        if deadline is not None and time.perf_counter() >= deadline[0]:
+            results.append(_out_of_time(w, name, size, deadline[1]))
+            continue
         key = (w.name, size.label)
         # Inputs and reference are built once per workload × size, only when some implementation runs.
         for old in [k for k in cache if k != key]:

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from gpukit.bench.harness import Progress
 
 __all__ = [
+    "SWEEP_BUDGET_S",
     "SWEEP_SIZES",
+    "SWEEP_TOTAL_S",
     "SWEEP_WORKLOADS",
     "Crossover",
     "SizePoint",
@@ -42,13 +44,27 @@ __all__ = [
 # A workload not listed here sweeps over its own default sizes.
 # Ordered by what matters most if a run is cut short (Ctrl-C keeps the rows measured so far).
 SWEEP_WORKLOADS: list[str] = ["gemm", "cnn-train", "mlp-train", "mandelbrot", "vector-add", "saxpy"]
+# Bounded so a whole sweep fits in about 150 s on a 16-core H200 host (and finishes on a 2-core CPU machine):
+# a crossover needs a ladder on both sides only for the dtypes the CPU runs too.
 _VECTOR_LADDER = ["4KiB", "64KiB", "1MiB", "16MiB", "256MiB"]
+_GEMM_LADDER = (64, 128, 256, 512, 1024, 2048, 4096)
+_BATCHES = (1, 8, 32, 128, 512)
 SWEEP_SIZES: dict[str, list[str]] = {
+    "gemm": [f"{n}:{dt}" for dt in ("fp32", "bf16") for n in _GEMM_LADDER]
+    # bf16 8192³: cuBLAS against the Triton GEMM (the CPU row is skipped on the per-result budget, with the reason);
+    # the other GPU dtypes at one size, where the tensor cores are busy — no CPU to cross over with.
+    + ["8192:bf16"]
+    + [f"4096:{dt}" for dt in ("tf32", "fp16", "fp8", "int8")],
+    "cnn-train": [f"{b}:{dt}" for dt in ("fp32", "bf16") for b in _BATCHES],
+    # a tiny MLP: the CPU wins at small batches, the GPU only when the batch keeps it busy
+    "mlp-train": [f"{b}:{dt}" for dt in ("fp32", "bf16") for b in (*_BATCHES, 2048, 8192)],
     "vector-add": _VECTOR_LADDER,
     "saxpy": _VECTOR_LADDER,
     # the seed's 20 iterations at growing frames, the seed's own 1536×1024 among them
     "mandelbrot": ["32x32x20", "128x128x20", "512x512x20", "1536x1024x20", "2048x2048x20"],
 }
+SWEEP_BUDGET_S = 5.0  # per result in a sweep (a plain bench: 30 s)
+SWEEP_TOTAL_S = 240.0  # the whole sweep; sizes not started by then are skipped with the reason
 
 # What the number in a workload's size label means (axis titles of the report).
 _AXIS = {
@@ -246,34 +262,49 @@ def run_sweep(
     quick: bool = False,
     repeat: int | None = None,
     seed: int | None = None,
-    budget_s: float = 30.0,
+    budget_s: float = SWEEP_BUDGET_S,
+    total_s: float | None = SWEEP_TOTAL_S,
     progress: Callable[[Progress], None] | None = None,
 ) -> Run:
     """Measure each workload over its sweep ladder on CPU and GPU, in one run with one set of ceilings.
 
     The rows are those of :func:`gpukit.bench.run`; ``run.settings["sweep"]`` is True and
-    ``run.settings["crossovers"]`` holds :func:`crossovers` of the rows as dicts.
+    ``run.settings["crossovers"]`` holds :func:`crossovers` of the rows as dicts. ``budget_s`` bounds one result;
+    ``total_s`` the whole sweep: results not started by then are ``skipped`` rows with the reason (None: no bound).
+    ``settings["workload_s"]`` holds each workload's wall time; ``settings["missing_workloads"]`` those an
+    interrupt left unmeasured.
     """
-    from gpukit.bench import run as bench_run
+    import time
+
+    from gpukit.bench.runner import run_all
     from gpukit.bench.workloads import get_workload
 
     names = list(workloads) if workloads else list(SWEEP_WORKLOADS)
     merged: Run | None = None
     for name in names:
         get_workload(name)  # unknown names fail before anything runs
+    deadline = None
+    if total_s is not None:
+        reason = f"sweep time budget of {total_s:g} s spent before this size started"
+        deadline = (time.perf_counter() + total_s, reason)
+    walls: dict[str, float] = {}
+    partial: list[str] = []
     for name in names:
-        part = bench_run(
+        t0 = time.perf_counter()
+        part = run_all(
             [name],
             backends=backends,
             device=device,
             sizes=SWEEP_SIZES.get(name),
             quick=quick,
             repeat=repeat,
-            ceilings=merged is None,  # ceilings once, in the same run
+            measure_ceilings=merged is None,  # ceilings once, in the same run
             seed=seed,
             budget_s=budget_s,
             progress=progress,
+            deadline=deadline,
         )
+        walls[name] = round(time.perf_counter() - t0, 3)
         if merged is None:
             merged = part
         else:
@@ -281,10 +312,21 @@ def run_sweep(
             merged.interrupted = merged.interrupted or part.interrupted
             merged.duration_s = (merged.duration_s or 0.0) + (part.duration_s or 0.0)
         if part.interrupted:
+            partial.append(name)
             break
     assert merged is not None
     _refinalize(merged)
-    merged.settings = {**merged.settings, "sweep": True, "workloads": names}
+    merged.settings = {
+        **merged.settings,
+        "sweep": True,
+        "workloads": names,
+        "budget_s": budget_s,
+        "sweep_budget_s": total_s,
+        "workload_s": walls,
+        "missing_workloads": [n for n in names if n not in walls],
+        "partial_workloads": partial,
+        "gemm_check": "n ≥ 2048: the float64 reference and the check cover 256 evenly spaced rows of C",
+    }
     merged.settings["crossovers"] = [c.to_dict() for c in crossovers(merged.results)]
     return merged
 

@@ -5,9 +5,15 @@ Rendering helpers for the bench group live here too (results table, ceilings, CS
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
+import os
+import signal
 import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -237,10 +243,52 @@ def _parse_tolerance(text: str) -> float:
     return value
 
 
-def _progress_callback() -> tuple[Any, Any]:
-    """A rich progress bar on stderr (only when it is a terminal), and the callback that advances it."""
+@contextlib.contextmanager
+def _interruptible() -> Iterator[Callable[[], None]]:
+    """While a run measures, SIGINT (Ctrl-C, ``timeout -s INT``) and SIGTERM stop it the same way: the first one
+    raises KeyboardInterrupt, which the runner turns into ``interrupted=True`` with the rows so far; later ones
+    only note it, so saving and printing the partial run are not cut short.
+
+    Yields ``rearm``, called before each result: it installs the handler again (``signal.signal`` calls
+    sigaction, so a native library that replaced the disposition — or reset it to the default, which kills the
+    process with nothing saved — is overridden) and raises KeyboardInterrupt if a signal came but its exception
+    was swallowed on the way (e.g. caught inside a framework's compile or thread pool)."""
+    sigs = [signal.SIGINT, signal.SIGTERM]
+    count = [0]
+
+    def handler(signum: int, frame: Any) -> None:
+        count[0] += 1
+        if count[0] == 1:
+            raise KeyboardInterrupt
+
+    def rearm() -> None:
+        for sig in sigs:
+            signal.signal(sig, handler)
+        if count[0]:
+            raise KeyboardInterrupt
+
+    old = {sig: signal.getsignal(sig) for sig in sigs}
+    rearm()
+    try:
+        yield rearm
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+
+
+def _quiet_warnings() -> None:
+    """numba-cuda's low-occupancy warning for the small sizes of a ladder is expected there: noise in the log.
+    The environment switch works when numba-cuda is imported later; the filter covers an earlier import."""
+    os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
+    warnings.filterwarnings("ignore", message=r".*Grid size \d+ will likely result in GPU under-utilization")
+
+
+def _progress_callback(rearm: Callable[[], None] | None = None) -> tuple[Any, Any]:
+    """A rich progress bar on stderr when it is a terminal; otherwise one line per result on stderr, so a log shows
+    how far a run got. The callback also re-arms the interrupt handler (see :func:`_interruptible`)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    tty = render.err_console.is_terminal
     bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -248,12 +296,21 @@ def _progress_callback() -> tuple[Any, Any]:
         TimeElapsedColumn(),
         console=render.err_console,
         transient=True,
-        disable=not render.err_console.is_terminal,
+        disable=not tty,
     )
     task = bar.add_task("measuring", total=None)
+    t0 = time.perf_counter()
 
     def callback(p: Any) -> None:
-        bar.update(task, total=p.total, completed=p.index, description=f"{p.workload} {p.backend} {p.size}")
+        if rearm is not None:
+            rearm()
+        _quiet_warnings()  # again: a framework imported since may have put its own filter in front
+        if tty:
+            bar.update(task, total=p.total, completed=p.index, description=f"{p.workload} {p.backend} {p.size}")
+        else:
+            elapsed = time.perf_counter() - t0
+            sys.stderr.write(f"bench {elapsed:6.1f}s {p.workload} {p.index + 1}/{p.total}: {p.backend} {p.size}\n")
+            sys.stderr.flush()
 
     return bar, callback
 
@@ -265,7 +322,7 @@ def bench(
     size: list[str] = typer.Option(None, "--size", "-s", help="Sizes, e.g. 1GiB, 64MiB:int32, 4096x4096x1000."),
     quick: bool = typer.Option(False, "--quick", help="Small sizes, fewer repeats: a first look in about a minute."),
     repeat: int = typer.Option(None, "--repeat", "-n", min=1, help="Timed samples per result (default 10; 5 quick)."),
-    budget: float = typer.Option(None, "--budget", min=0.1, help="Seconds one result may take (default 30; 10 quick)."),
+    budget: float = typer.Option(None, "--budget", min=0.1, help="Seconds per result (default 30; 10 quick; 5 sweep)."),
     energy: bool = typer.Option(False, "--energy", help="Run GPU kernels ≥ 1 s so NVML energy per call is read."),
     workload_file: list[str] = typer.Option(None, "--workload", "-w", help="Your own workload: FILE.py:NAME."),
     seed_example: bool = typer.Option(False, "--seed-example", help="The article's A=[1..6] + B=[7..12] everywhere."),
@@ -276,6 +333,9 @@ def bench(
     markdown: Path = typer.Option(None, "--markdown", help="Also write the tables as Markdown to this file."),
     no_ceilings: bool = typer.Option(False, "--no-ceilings", help="Skip measuring ceilings (no % of ceiling)."),
     sweep: bool = typer.Option(False, "--sweep", help="Sweep sizes and find the CPU/GPU crossover."),
+    sweep_budget: float = typer.Option(
+        240.0, "--sweep-budget", min=0, help="Seconds a whole --sweep may take; later sizes are skipped (0: no limit)."
+    ),
     seed: int = typer.Option(None, "--seed", help="Random seed for the inputs (default: fresh)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run as JSON (see docs/bench-json.md)."),
     as_csv: bool = typer.Option(False, "--csv", help="Print the result rows as CSV."),
@@ -290,7 +350,7 @@ def bench(
     if device not in ("cpu", "cuda", "all"):
         raise ConfigError(f"unknown device '{device}'", hint="use --device cpu, cuda or all")
     if sweep:
-        return _sweep(workloads, backend, device, quick, repeat, as_json, seed, budget, db, no_save)
+        return _sweep(workloads, backend, device, quick, repeat, as_json, seed, budget, db, no_save, sweep_budget)
     targets: list[Any] = list(workloads or [])
     if workload_file:
         from gpukit.bench.custom import load_workload
@@ -299,26 +359,28 @@ def bench(
     sizes = list(size or [])
     if seed_example:
         targets, sizes = ["vector-add"], ["seed-example"]
-    bar, callback = _progress_callback()
-    with bar:
-        run = bench_run(
-            targets or None,
-            backends=backend or None,
-            device=device,
-            sizes=sizes or None,
-            quick=quick,
-            repeat=repeat,
-            energy=energy,
-            ceilings=not (no_ceilings or seed_example),
-            seed=seed,
-            budget_s=budget or (10.0 if quick else 30.0),
-            progress=callback,
-        )
-    run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
-    if not no_save:
-        from gpukit.bench.store import Store
+    _quiet_warnings()
+    with _interruptible() as rearm:
+        bar, callback = _progress_callback(rearm)
+        with bar:
+            run = bench_run(
+                targets or None,
+                backends=backend or None,
+                device=device,
+                sizes=sizes or None,
+                quick=quick,
+                repeat=repeat,
+                energy=energy,
+                ceilings=not (no_ceilings or seed_example),
+                seed=seed,
+                budget_s=budget or (10.0 if quick else 30.0),
+                progress=callback,
+            )
+        run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
+        if not no_save:
+            from gpukit.bench.store import Store
 
-        Store(db).save(run)
+            Store(db).save(run)
     return _report(run, baseline, tol, write_baseline, markdown, save_image, as_json, as_csv, db)
 
 
@@ -384,27 +446,32 @@ def _sweep(
     budget: float | None,
     db: Path | None,
     no_save: bool,
+    sweep_budget: float,
 ) -> int:
     """`--sweep`: every workload over its size ladder on CPU and GPU, then the crossover table (issue 3)."""
-    from gpukit.bench.sweep import crossovers, run_sweep
+    from gpukit.bench.sweep import SWEEP_BUDGET_S, crossovers, run_sweep
 
-    bar, callback = _progress_callback()
-    with bar:
-        run = run_sweep(
-            workloads or None,
-            backends=backend or None,
-            device=device,
-            quick=quick,
-            repeat=repeat,
-            seed=seed,
-            budget_s=budget or (10.0 if quick else 30.0),
-            progress=callback,
-        )
-    run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
-    if not no_save:
-        from gpukit.bench.store import Store
+    _quiet_warnings()
+    with _interruptible() as rearm:
+        bar, callback = _progress_callback(rearm)
+        with bar:
+            run = run_sweep(
+                workloads or None,
+                backends=backend or None,
+                device=device,
+                quick=quick,
+                repeat=repeat,
+                seed=seed,
+                budget_s=budget or SWEEP_BUDGET_S,
+                total_s=sweep_budget if sweep_budget > 0 else None,
+                progress=callback,
+            )
+        run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
+        if not no_save:
+            from gpukit.bench.store import Store
 
-        Store(db).save(run)
+            Store(db).save(run)
+    _print_walls(run)
     if as_json:
         render.print_json(run.to_dict())
     else:
@@ -434,6 +501,18 @@ def _sweep(
     if run.interrupted:
         return 130
     return 1 if any(r.status == "failed" for r in run.results) else 0
+
+
+def _print_walls(run: Run) -> None:
+    """One stderr line with the sweep's wall time per workload (also in the run's settings), and what it missed."""
+    walls = run.settings.get("workload_s") or {}
+    total = sum(walls.values())
+    parts = ", ".join(f"{name} {secs:.0f} s" for name, secs in walls.items())
+    line = f"sweep took {total:.0f} s: {parts}"
+    if missing := run.settings.get("missing_workloads"):
+        line += f"; not measured (interrupted): {', '.join(missing)}"
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def register(app: typer.Typer) -> None:

@@ -123,3 +123,26 @@ def test_run_sweep_finds_the_known_crossover_on_a_fake_device(fake_registry):
     assert kernel["status"] == "crosses" and kernel["size"] == "128" and kernel["below"] == "64"
     assert 64 < kernel["x_estimate"] < 128  # the analytic point is ≈ 101
     assert e2e["status"] == "never"  # moving the data costs more than the CPU's whole job
+
+
+def test_sweep_budget_skips_what_was_not_started_and_records_wall_times(fake_registry, monkeypatch):
+    import time
+
+    t = [1000.0]
+
+    def fake_perf_counter() -> float:  # each reading advances one second: the budget runs out after a few rows
+        t[0] += 1.0
+        return t[0]
+
+    monkeypatch.setattr(time, "perf_counter", fake_perf_counter)
+    run = sweep.run_sweep(["fake-copy"], quick=True, repeat=3, seed=0, budget_s=5.0, total_s=4.0)
+    skipped = [r for r in run.results if r.status == "skipped"]
+    measured = [r for r in run.results if r.ok]
+    assert measured and skipped, [(r.backend, r.size, r.status) for r in run.results]
+    assert all(r.reason == "sweep time budget of 4 s spent before this size started" for r in skipped)
+    assert all(r.hint and "--sweep-budget" in r.hint for r in skipped)
+    # once out of time, every later row is skipped: measured rows all come first
+    assert run.results.index(skipped[0]) == len(measured)
+    assert set(run.settings["workload_s"]) == {"fake-copy"} and run.settings["workload_s"]["fake-copy"] > 0
+    assert run.settings["missing_workloads"] == [] and run.settings["partial_workloads"] == []
+    assert run.settings["sweep_budget_s"] == 4.0 and run.settings["budget_s"] == 5.0
