@@ -4,7 +4,7 @@
 # Each section lists steps (functions below). FIRST runs alone with both GPUs visible; LANE_A and LANE_B run side by
 # side, each pinned to one GPU and 16 of the host's 32 cores (as on a one-GPU H200 host); LAST runs alone on both.
 # Without arguments: the whole set, as run for the first session of 2026-11-30.
-# Everything lands in $OUT/results.tgz; each lane's log prints last.
+# Each section's folder lands in $OUT/<first|a|b|last>.tgz as it ends; the logs print last.
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -25,8 +25,8 @@ info() {  # gpukit info / doctor, on the stock numpy 2.5 and with numpy 2.4.6 fi
   PYTHONPATH=$NP246 python3 -m gpukit doctor > "$D/doctor_numpy246.txt" 2>&1
 }
 sweep() {  # gpukit bench --sweep, then its report as HTML and Markdown
-  PYTHONPATH=$NP246 timeout -s INT "${SWEEP_S:-240}" python3 -m gpukit bench --sweep --db "$D/results.db" --json \
-    > "$D/sweep.json" 2> "$D/sweep.err"; echo "sweep rc=$?"
+  PYTHONPATH=$NP246 timeout -s INT "${SWEEP_S:-300}" python3 -m gpukit bench --sweep --sweep-budget "${SWEEP_BUDGET:-240}" \
+    --db "$D/results.db" --json > "$D/sweep.json" 2> "$D/sweep.err"; echo "sweep rc=$?"; tail -1 "$D/sweep.err"
   PYTHONPATH=$NP246 python3 -m gpukit report --last --db "$D/results.db" -o "$D/report.html" > "$D/report.log" 2>&1
   PYTHONPATH=$NP246 python3 -m gpukit report --last --db "$D/results.db" -o "$D/report.md" --format md --json \
     > "$D/report.json" 2>> "$D/report.log"; echo "report rc=$?"
@@ -55,9 +55,10 @@ run_steps() {  # run_steps LANE STEP… : each step in its own folder under $W/L
     D="$W/$lane/$step"; mkdir -p "$D"; stamp "$lane: $step"; "$step"
   done
   stamp "$lane: done"
+  tar czf "$OUT/$lane.tgz" -C "$W" "$lane" 2>/dev/null  # each lane's results come back even if a later one is cut
 }
 export -f run_steps stamp info sweep train accept gib baseline kernels plan ddp
-export W T0 NP246 ROOT
+export W T0 NP246 ROOT OUT
 
 if [ $# -eq 0 ]; then set -- info -- sweep train -- accept baseline plan -- ddp; fi
 sections=(); cur=""
@@ -74,7 +75,5 @@ taskset -c 16-31 env CUDA_VISIBLE_DEVICES=1 OMP_NUM_THREADS=16 NUMBA_NUM_THREADS
   bash -c "run_steps b $lane_b" > "$W/b.log" 2>&1 &
 wait
 run_steps last $last > "$W/last.log" 2>&1
-stamp "packing"
-tar czf "$OUT/results.tgz" -C "$W" . 2>/dev/null
 cat "$W/first.log" "$W/a.log" "$W/b.log" "$W/last.log"
 ls -la "$OUT"
