@@ -36,7 +36,7 @@ def measure_ceilings(quick: bool = False, cuda: bool = True, seed: int = 0) -> C
     settings = Settings(repeats=5, warmup=1, budget_s=10.0)
     rng = np.random.default_rng(seed)
     prep = prepare(BANDWIDTH, size, rng)
-    ceilings = Ceilings(cpu_threads=os.cpu_count())
+    ceilings = Ceilings(cpu_threads=_usable_cpus())
     for field, rows in CEILING_ROWS.items():
         if field in CUDA_FIELDS and not cuda:
             continue
@@ -86,3 +86,11 @@ def _add_spec(ceilings: Ceilings) -> None:
     ceilings.spec_name = spec.name
     ceilings.spec_bandwidth_gbps = spec.bandwidth_gbps
     ceilings.spec_fp32_tflops = spec.peak_tflops("fp32")
+
+
+def _usable_cpus() -> int | None:
+    """CPUs this process may run on (taskset, cgroups' cpusets), not all the host has: the CPU rows use these."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count()
