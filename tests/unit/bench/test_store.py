@@ -124,3 +124,29 @@ def test_baseline_keeps_gpu_rows_when_there_are_any() -> None:
         )
     )
     assert [r["backend"] for r in baseline_from_run(run)["results"]] == ["torch-cuda"]
+
+
+def test_shipped_h200_baseline_is_the_1gib_gpu_set() -> None:
+    """The baseline gpukit ships: every GPU backend's vector add and SAXPY at 1 GiB, measured on an H200, and a
+    node at 85% of it is caught on the row that fell short only."""
+    from gpukit.bench.compare import shipped_baselines
+
+    assert "h200" in shipped_baselines()
+    doc = load_baseline("h200")
+    assert "H200" in (doc["gpu"] or "")
+    keys = {(r["workload"], r["backend"], r["size"]) for r in doc["results"]}
+    for workload in ("vector-add", "saxpy"):
+        for backend in ("torch-cuda", "cupy-cuda-c", "triton"):
+            assert (workload, backend, "1GiB:float32") in keys
+    assert all(r["device"] == "cuda" and r["unit"] == "gbps" and 1000 < r["value"] < 4800 for r in doc["results"])
+    # Replay the baseline as a run: all ok; then one row at 85% of its figure is the only short one.
+    rows = [
+        Result(r["workload"], r["backend"], "cuda", r["size"], kernel_median_s=r["kernel_median_s"],
+               samples_s=[r["kernel_median_s"]], throughput_unit="gbps", gbps=r["value"])
+        for r in doc["results"]
+    ]  # fmt: skip
+    assert all(c.ok for c in check_baseline(Run(started_at="x", results=rows), doc, 10.0))
+    slow = next(r for r in rows if r.backend == "cupy-cuda-c" and r.workload == "vector-add")
+    slow.gbps = (slow.gbps or 0.0) * 0.85
+    checks = check_baseline(Run(started_at="x", results=rows), doc, 10.0)
+    assert [(c.backend, c.workload) for c in checks if not c.ok] == [("cupy-cuda-c", "vector-add")]
