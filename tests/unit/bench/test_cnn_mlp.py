@@ -39,7 +39,7 @@ def test_sizes_counts_and_the_model_is_the_seed_one():
 
 
 def test_tolerance_is_flat_for_fp32_and_falls_as_one_over_root_batch_for_bf16():
-    assert MLP.tolerance(MLP.parse_size("1:fp32")) == MLP.tolerance(MLP.parse_size("8192:fp32")) == 1e-4
+    assert MLP.tolerance(MLP.parse_size("1:fp32")) == MLP.tolerance(MLP.parse_size("8192:fp32")) == 1e-3
     assert MLP.tolerance(MLP.parse_size("1:bf16")) == 0.25
     assert MLP.tolerance(MLP.parse_size("8192:bf16")) == pytest.approx(0.25 / math.sqrt(8192))
 
