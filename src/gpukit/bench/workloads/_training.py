@@ -11,7 +11,7 @@ are not re-checked. The first step publishes the gradient into the harness's flo
 first-call time, never of a timed step).
 
 What the error is divided by. g_ref = (1/B) Σᵢ δᵢ ∂zᵢ/∂θ, with δᵢ = σ(zᵢ) − yᵢ the loss's slope at sample i's logit.
-With random labels the δᵢ carry random signs, so g_ref is a difference of larger terms (‖g_ref‖ is 1/20–1/60 of the
+With random labels the δᵢ carry random signs, so g_ref is a difference of larger terms (‖g_ref‖ is 1/15–1/60 of the
 terms' size at batch ≥ 2048), and any error made on one term — fp32 rounding, or a ReLU whose pre-activation rounds
 across zero, which moves a whole sample's term through that unit and does so identically on every fp32 device — is
 magnified by that ratio in ‖g − g_ref‖ / ‖g_ref‖. An H200 sweep failed batch 8192 fp32 that way (2.8e-4, the same on
@@ -32,10 +32,12 @@ it; random labels stay far from that.
 Tolerances (``tolerance(size)``). fp32: 1e-3 at every batch. Rounding alone is far below it: fp32's unit roundoff
 is 2⁻²⁴ ≈ 6e-8 and summing the batch adds about √B·u (1e-5 at the largest ladder batch). What sets it is the ReLU
 tie: a pre-activation within rounding of zero takes the other branch, which moves one sample's term through one unit,
-~0.2/B of g_abs (measured: one of 40 seeds at batch 2048 gave 1.1e-4). Such flips happen to about 1 sample in 10⁵,
-so from batch 256 up even several stay under 1e-3, and below it a flip is rarer than one row in a thousand. Measured
+~0.2/B of g_abs (measured: one of 40 seeds at batch 2048 gave 1.1e-4). Such flips hit about 1 sample in 10⁵, so
+from batch 256 up a flip stays under 1e-3 (a few do from 1024), and a smaller batch sees one in under 3 rows in a
+thousand (1 in 10⁵ at batch 1) — the residual risk any fixed tolerance has with ReLU. Measured
 on a CPU, 40 seeds: ≤ 3e-7 without a flip, 1.1e-4 with one; zeros, another batch, ×2 or the largest layer's sign
 flipped or left unwritten ≥ 4e-3 at every mlp-train ladder batch up to 8192 (≥ 2.4e-3 at 32768).
+
 bf16 autocast: 0.25/√B. bf16 keeps 8 bits (u = 2⁻⁸), so about one ReLU or max-pool decision per sample lands on the
 other side of a tie, each moving that sample's term; these events are independent across samples, so their sum grows
 as √B while ‖g_abs‖ grows as B. Measured (40 seeds, CPU): error·√B ≤ 0.17 at batch 1 and ≤ 0.1 above; zeros,
