@@ -1,13 +1,11 @@
 """`gpukit bench`: the same work on CPU and GPU, each way a Python developer can write it — checked numbers only.
 
-Rendering helpers for the bench group live here too (results table, ceilings, CSV, Markdown, baseline checks).
+Its tables, CSV and Markdown are drawn by `cli/bench_render.py`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import os
 import signal
 import sys
@@ -18,217 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 
 from gpukit.cli import render
+from gpukit.cli.bench_render import print_baseline, print_run, to_csv, to_markdown
 
 if TYPE_CHECKING:
     from gpukit.bench.compare import BaselineCheck
-    from gpukit.bench.results import Ceilings, Result, Run
-
-CSV_FIELDS = (
-    "workload",
-    "backend",
-    "device",
-    "size",
-    "status",
-    "reason",
-    "dtype",
-    "check",
-    "error",
-    "compile_s",
-    "h2d_s",
-    "kernel_median_s",
-    "kernel_min_s",
-    "kernel_max_s",
-    "d2h_s",
-    "end_to_end_s",
-    "throughput_unit",
-    "gbps",
-    "giter_per_s",
-    "tflops",
-    "samples_per_s",
-    "pct_of_ceiling",
-    "speedup",
-    "speedup_e2e",
-    "energy_j",
-    "repeats",
-)
-
-
-# ---- rendering -------------------------------------------------------------------------------------------------
-
-
-def _throughput(r: Result) -> str:
-    from gpukit.bench.results import THROUGHPUT_UNITS
-
-    if r.throughput is None or r.throughput_unit is None:
-        return render.NA
-    return f"{r.throughput:,.4g} {THROUGHPUT_UNITS[r.throughput_unit][1]}"
-
-
-def _kernel(r: Result) -> str:
-    if not r.ok:
-        reason = (r.reason or "").replace("\n", " ")
-        return f"{r.status}: {reason[:60]}{'…' if len(reason) > 60 else ''}"
-    spread = f"{render.fmt_seconds(r.kernel_min_s)}–{render.fmt_seconds(r.kernel_max_s)}"
-    return f"{render.fmt_seconds(r.kernel_median_s)} ({spread})"
-
-
-def _transfers(r: Result) -> str:
-    if not r.ok or r.h2d_s is None:
-        return render.NA
-    if r.device == "cpu" and not r.h2d_s and not r.d2h_s:
-        return "—"
-    return f"{render.fmt_seconds(r.h2d_s)} + {render.fmt_seconds(r.d2h_s)}"
-
-
-def _check(r: Result) -> str:
-    if r.check is None:
-        return "—" if r.status == "skipped" else "✗"
-    return "✓" if r.check else f"✗ {r.error:.2g}" if r.error is not None else "✗"
-
-
-def results_rows(results: list[Result]) -> list[list[str]]:
-    rows = []
-    for r in results:
-        rows.append(
-            [
-                r.workload,
-                r.backend,
-                r.device,
-                r.size,
-                render.fmt_seconds(r.compile_s) if r.ok else "",
-                _transfers(r) if r.ok else "",
-                _kernel(r),
-                _throughput(r) if r.ok else "",
-                render.fmt(r.pct_of_ceiling, ".0f", "%") if r.ok else "",
-                (render.fmt(r.speedup, ".3g", "×") if r.speedup is not None else render.NA) if r.ok else "",
-                _check(r),
-            ]
-        )
-    return rows
-
-
-RESULT_COLUMNS = (
-    "workload",
-    "backend",
-    "device",
-    "size",
-    "compile",
-    "transfers (h2d + d2h)",
-    "kernel median (min–max)",
-    "throughput",
-    "% of ceiling",
-    "speedup",
-    "check",
-)
-
-
-def ceilings_rows(c: Ceilings) -> list[list[str]]:
-    def gb(v: float | None) -> str:
-        return render.fmt(v, ",.1f", "GB/s")
-
-    rows = [
-        ["CPU memory (copy, all cores)", gb(c.cpu_mem_gbps), ""],
-        ["GPU device-to-device copy", gb(c.d2d_copy_gbps), gb(c.spec_bandwidth_gbps) if c.spec_name else render.NA],
-        ["host→device pinned", gb(c.h2d_pinned_gbps), ""],
-        ["device→host pinned", gb(c.d2h_pinned_gbps), ""],
-        ["host→device pageable", gb(c.h2d_pageable_gbps), ""],
-        ["device→host pageable", gb(c.d2h_pageable_gbps), ""],
-    ]
-    if c.spec_fp32_tflops is not None:
-        rows.append(["FP32 (not measured)", render.NA, render.fmt(c.spec_fp32_tflops, ".1f", "TFLOP/s")])
-    return rows
-
-
-def print_run(run: Run) -> None:
-    c = run.ceilings
-    spec = f"datasheet ({c.spec_name})" if c.spec_name else "datasheet"
-    render.console.print(render.table(["ceiling", "measured (this run)", spec], ceilings_rows(c), title="Ceilings"))
-    # Piped output is not wrapped at 80 columns: the table is the product, keep its rows on one line each.
-    console = render.console if render.console.is_terminal else Console(highlight=False, soft_wrap=False, width=240)
-    console.print(
-        render.table(RESULT_COLUMNS, results_rows(run.results), title="Results (speedup: kernel vs best CPU)")
-    )
-    # One line per reason a backend is missing here, with the command that fixes it.
-    missing: dict[tuple[str, str], list[str]] = {}
-    for r in run.results:
-        if r.status == "skipped" and r.hint and r.reason and not r.reason.startswith("estimated"):
-            names = missing.setdefault((r.reason, r.hint), [])
-            if r.backend not in names:
-                names.append(r.backend)
-    for (reason, hint), names in missing.items():
-        render.console.print(f"[dim]not available: {', '.join(names)}: {reason} — {hint}[/]")
-    previews = [(r.backend, r.output_preview) for r in run.results if r.ok and r.output_preview is not None]
-    for backend, values in previews:
-        render.console.print(f"{backend:>20}: C = {values}")
-    if run.interrupted:
-        render.err_console.print("[yellow]interrupted: the rows above were measured before Ctrl-C[/]")
-
-
-def to_csv(results: list[Result]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore")
-    writer.writeheader()
-    for r in results:
-        writer.writerow(r.to_dict())
-    return buf.getvalue()
-
-
-def to_markdown(run: Run) -> str:
-    """The ceilings and the results table as Markdown (for `benchmarks/` and $OUT)."""
-
-    def table(columns: tuple[str, ...] | list[str], rows: list[list[str]]) -> str:
-        lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
-        lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
-        return "\n".join(lines)
-
-    c = run.ceilings
-    head = [
-        f"# gpukit bench — run {run.id if run.id is not None else '(unsaved)'}",
-        "",
-        f"- started: {run.started_at}, duration: {render.fmt_seconds(run.duration_s)}",
-        f"- GPU: {c.gpu_name or 'none'}; CPU threads: {c.cpu_threads}",
-        "- versions: " + ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items())),
-        "- settings: " + ", ".join(f"{k}={v}" for k, v in sorted(run.settings.items())),
-        "",
-        "## Ceilings",
-        "",
-        table(["ceiling", "measured (this run)", f"datasheet ({c.spec_name or 'n/a'})"], ceilings_rows(c)),
-        "",
-        "## Results",
-        "",
-        table(list(RESULT_COLUMNS), results_rows(run.results)),
-        "",
-    ]
-    return "\n".join(head)
-
-
-def print_baseline(checks: list[BaselineCheck], tolerance_pct: float) -> None:
-    rows = [
-        [
-            c.workload,
-            c.backend,
-            c.device,
-            c.size,
-            render.fmt(c.expected, ",.4g"),
-            render.fmt(c.measured, ",.4g"),
-            render.fmt(c.ratio * 100 if c.ratio is not None else None, ".0f", "%"),
-            c.verdict if c.ok else f"[red]{c.verdict}[/]",
-        ]
-        for c in checks
-    ]
-    render.console.print(
-        render.table(
-            ["workload", "backend", "device", "size", "baseline", "measured", "of baseline", "verdict"],
-            rows,
-            title=f"Baseline check (tolerance {tolerance_pct:g}%)",
-        )
-    )
-
-
-# ---- the command -----------------------------------------------------------------------------------------------
+    from gpukit.bench.results import Run
 
 
 def _parse_tolerance(text: str) -> float:

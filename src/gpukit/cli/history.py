@@ -49,7 +49,7 @@ def show(
 ) -> int:
     """Show one run: its ceilings and every row."""
     from gpukit.bench.store import Store
-    from gpukit.cli.bench import print_run
+    from gpukit.cli.bench_render import print_run
 
     run = Store(db).load(run_id)
     if as_json:
