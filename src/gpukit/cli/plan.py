@@ -237,7 +237,9 @@ def register(app: typer.Typer) -> None:
             new_tokens=new_tokens,
             kv_dtype=kv_dtype,
         )
-        work = parse_param_count(tokens or samples) if (tokens or samples) else None
+        work = None  # --tokens wins when both are given
+        if tokens or samples:
+            work = parse_param_count(tokens, "--tokens") if tokens else parse_param_count(samples, "--samples")
         measured = measuring.load_ceilings(db)
         result = advisor.make_plan(spec, settings, work=work, prices=prices, measured=measured, gpu=gpu)
         doc = result.to_dict()

@@ -98,12 +98,15 @@ def validate(model: ModelSpec, s: PlanSettings) -> None:
         ),
         (s.kv_dtype in ("bf16", "fp16", "fp8", "int8", "fp32"), "--kv-dtype must be bf16|fp16|fp8|int8|fp32"),
         (s.attn in ("sdpa", "eager"), "--attn must be sdpa or eager"),
-        (min(s.batch, s.seq, s.gpus, s.tp, s.prompt) >= 1 and s.new_tokens >= 0, "sizes must be positive"),
-        (s.gpus % s.tp == 0, f"--gpus {s.gpus} is not a multiple of --tp {s.tp}"),
     ]
+    sizes = {"--batch": s.batch, "--seq": s.seq, "--gpus": s.gpus, "--tp": s.tp, "--prompt": s.prompt}
+    checks += [(n >= 1, f"{flag} must be at least 1, not {n}") for flag, n in sizes.items()]
+    checks.append((s.new_tokens >= 0, f"--new-tokens must be 0 or more, not {s.new_tokens}"))
     for ok, message in checks:
         if not ok:
             raise PlanError(message)
+    if s.gpus % s.tp:  # after the size checks: --tp 0 must not divide by zero
+        raise PlanError(f"--gpus {s.gpus} is not a multiple of --tp {s.tp}")
     if s.task == "infer" and isinstance(model, CnnSpec) and model.family == "cnn":
         raise PlanError("inference planning covers transformers", hint="plan CNNs with --task train")
     if s.tp > 1:

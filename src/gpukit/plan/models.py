@@ -340,15 +340,15 @@ def _read_config(path: Path) -> dict[str, Any]:
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmbt]?)\s*$", re.IGNORECASE)
 
 
-def parse_param_count(text: str) -> int:
-    """``7B`` → 7_000_000_000; ``350M``, ``1.5b``, ``124439808`` also work."""
+def parse_param_count(text: str, flag: str = "--params") -> int:
+    """``7B`` → 7_000_000_000; ``350M``, ``1.5b``, ``124439808`` also work. ``flag`` names the option in errors."""
     m = _SIZE.match(text)
     if not m:
-        raise PlanError(f"--params '{text}' is not a size", hint="write it like 7B, 350M or 124439808")
+        raise PlanError(f"{flag} '{text}' is not a size", hint="write it like 7B, 350M or 124439808")
     scale = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}[m.group(2).lower()]
     n = round(float(m.group(1)) * scale)
     if n <= 0:
-        raise PlanError(f"--params '{text}' must be positive")
+        raise PlanError(f"{flag} '{text}' must be positive")
     return n
 
 

@@ -122,10 +122,21 @@ def test_activations_scale_and_checkpointing_saves() -> None:
         dict(batch=0),
         dict(attn="flash3"),
         dict(task="serve"),
+        dict(tp=0),
+        dict(gpus=0),
     ],
 )
 def test_bad_settings_raise_plan_error(bad: dict[str, object]) -> None:
     with pytest.raises(PlanError):
+        estimate_memory(llama7(), PlanSettings(**bad))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("bad", "flag"),
+    [(dict(tp=0), "--tp"), (dict(batch=-1), "--batch"), (dict(task="infer", new_tokens=-1), "--new-tokens")],
+)
+def test_bad_size_names_its_flag(bad: dict[str, object], flag: str) -> None:
+    with pytest.raises(PlanError, match=f"{flag} must be"):
         estimate_memory(llama7(), PlanSettings(**bad))  # type: ignore[arg-type]
 
 
