@@ -260,13 +260,34 @@ def _positive_int(value: Any, key: str, src: str) -> int:
     return value
 
 
+def _head_dim(hidden: int, heads: int, src: str) -> int:
+    if hidden % heads:
+        raise PlanError(
+            f"config{src}: hidden size {hidden} is not divisible by {heads} heads",
+            hint="check the head count (llama-like configs may set head_dim)",
+        )
+    return hidden // heads
+
+
+def _experts(cfg: dict[str, Any], src: str) -> tuple[int, int]:
+    """(experts, experts per token); a dense model is (1, 1)."""
+    key = "num_local_experts" if cfg.get("num_local_experts") is not None else "num_experts"
+    experts = _positive_int(cfg.get(key) or 1, key, src)
+    if experts == 1:
+        return 1, 1
+    per_token = _positive_int(cfg.get("num_experts_per_tok") or 1, "num_experts_per_tok", src)
+    if per_token > experts:
+        raise PlanError(f"config{src}: {per_token} experts per token of {experts} experts")
+    return experts, per_token
+
+
 def parse_hf_config(cfg: dict[str, Any], name: str = "config", src: str = "") -> TransformerSpec:
     """A TransformerSpec from a Hugging Face config dict (llama, mistral, qwen2/3, mixtral, gemma, gpt2 shapes)."""
     if not isinstance(cfg, dict):
         raise PlanError(f"config{src} is not a JSON object")
     if "text_config" in cfg and isinstance(cfg["text_config"], dict):  # multimodal wrappers
         cfg = {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
-    model_type = str(cfg.get("model_type", "")).lower()
+    model_type = str(cfg.get("model_type") or "").lower()  # absent or null: read as llama
     if model_type == "gpt2":
         h = _positive_int(_get(cfg, "n_embd", "hidden_size", src=src), "n_embd", src)
         spec = TransformerSpec(
@@ -277,8 +298,8 @@ def parse_hf_config(cfg: dict[str, Any], name: str = "config", src: str = "") ->
             num_layers=_positive_int(_get(cfg, "n_layer", "num_hidden_layers", src=src), "n_layer", src),
             num_heads=(a := _positive_int(_get(cfg, "n_head", "num_attention_heads", src=src), "n_head", src)),
             num_kv_heads=a,
-            head_dim=h // a,
-            intermediate_size=int(cfg.get("n_inner") or 4 * h),
+            head_dim=_head_dim(h, a, src),
+            intermediate_size=_positive_int(cfg.get("n_inner") or 4 * h, "n_inner", src),
             gated_mlp=False,
             tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
             layernorm=True,
@@ -299,8 +320,8 @@ def parse_hf_config(cfg: dict[str, Any], name: str = "config", src: str = "") ->
         k = _positive_int(cfg.get("num_key_value_heads") or a, "num_key_value_heads", src)
         if a % k:
             raise PlanError(f"config{src}: {a} attention heads are not a multiple of {k} KV heads")
-        d = _positive_int(cfg.get("head_dim") or h // a, "head_dim", src)
-        experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 1)
+        d = _positive_int(cfg["head_dim"], "head_dim", src) if cfg.get("head_dim") else _head_dim(h, a, src)
+        experts, per_token = _experts(cfg, src)
         spec = TransformerSpec(
             name=name,
             family=model_type or "llama",
@@ -317,7 +338,7 @@ def parse_hf_config(cfg: dict[str, Any], name: str = "config", src: str = "") ->
             out_bias=bool(cfg.get("attention_bias")),
             mlp_bias=bool(cfg.get("mlp_bias", False)),
             num_experts=experts,
-            experts_per_token=int(cfg.get("num_experts_per_tok") or 1) if experts > 1 else 1,
+            experts_per_token=per_token,
             hf_config=cfg,
         )
     return spec
@@ -330,6 +351,8 @@ def _read_config(path: Path) -> dict[str, Any]:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise PlanError(f"no such config file: {path}") from exc
+    except OSError as exc:  # a directory in the way, no permission
+        raise PlanError(f"cannot read {path}: {exc.strerror}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PlanError(f"{path} is not valid JSON: {exc}", hint="give a Hugging Face config.json") from exc
     if not isinstance(doc, dict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,53 @@ def test_heads_not_multiple_of_kv_heads(tmp_path: Path) -> None:
     )
     with pytest.raises(PlanError, match="multiple of 3 KV heads"):
         load_model(str(bad))
+
+
+LLAMA_SMALL = {
+    "vocab_size": 10,
+    "hidden_size": 64,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+}
+GPT2_SMALL = {"model_type": "gpt2", "vocab_size": 10, "n_embd": 64, "n_layer": 1, "n_head": 4}
+
+
+@pytest.mark.parametrize(
+    ("cfg", "message"),
+    [
+        ({**LLAMA_SMALL, "num_local_experts": "many"}, "'num_local_experts' must be a positive integer"),
+        ({**LLAMA_SMALL, "num_local_experts": -4}, "'num_local_experts' must be a positive integer"),
+        ({**LLAMA_SMALL, "num_local_experts": 4, "num_experts_per_tok": "x"}, "'num_experts_per_tok' must be"),
+        ({**LLAMA_SMALL, "num_local_experts": 4, "num_experts_per_tok": 9}, "9 experts per token of 4"),
+        ({**GPT2_SMALL, "n_inner": "big"}, "'n_inner' must be a positive integer"),
+        ({**GPT2_SMALL, "n_head": 5}, "64 is not divisible by 5 heads"),
+        ({**LLAMA_SMALL, "num_attention_heads": 5}, "64 is not divisible by 5 heads"),
+    ],
+)
+def test_bad_config_values_are_plan_errors(tmp_path: Path, cfg: dict[str, object], message: str) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps(cfg))
+    with pytest.raises(PlanError, match=message):
+        load_model(str(bad))
+
+
+@pytest.mark.parametrize(
+    "cfg", [{**LLAMA_SMALL, "model_type": None}, {"text_config": LLAMA_SMALL}, {**LLAMA_SMALL, "head_dim": 8}]
+)
+def test_missing_model_type_reads_as_llama(tmp_path: Path, cfg: dict[str, object]) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    spec = load_model(str(path))
+    assert isinstance(spec, TransformerSpec)
+    assert spec.family == "llama"
+
+
+def test_unreadable_config_path_is_a_plan_error(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "weights.bin"
+    not_a_dir.write_text("x")
+    with pytest.raises(PlanError, match="cannot read"):
+        load_model(str(not_a_dir / "config.json"))
 
 
 def test_unsupported_model_type(tmp_path: Path) -> None:
