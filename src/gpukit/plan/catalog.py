@@ -6,6 +6,7 @@ are added. Every row must name a GPU known to ``gpukit.hardware.specs`` so its m
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -52,7 +53,7 @@ def _rows(doc: dict[str, Any], origin: str) -> dict[str, Instance]:
                 f"{origin}: instance '{name}' lacks {', '.join(missing)}",
                 hint="every price needs gpu, gpus, usd_per_hour, source and as_of",
             )
-        if row["gpu"] not in known:
+        if not isinstance(row["gpu"], str) or row["gpu"] not in known:
             raise PlanError(
                 f"{origin}: instance '{name}' names unknown GPU '{row['gpu']}'",
                 hint=f"known GPUs: {', '.join(sorted(known))}",
@@ -61,8 +62,8 @@ def _rows(doc: dict[str, Any], origin: str) -> dict[str, Instance]:
             gpus, price = int(row["gpus"]), float(row["usd_per_hour"])
         except (TypeError, ValueError) as exc:
             raise PlanError(f"{origin}: instance '{name}' has a non-numeric gpus or usd_per_hour") from exc
-        if gpus < 1 or price <= 0:
-            raise PlanError(f"{origin}: instance '{name}' needs gpus ≥ 1 and a positive usd_per_hour")
+        if gpus < 1 or not (math.isfinite(price) and price > 0):  # TOML allows nan and inf
+            raise PlanError(f"{origin}: instance '{name}' needs gpus ≥ 1 and a positive, finite usd_per_hour")
         out[name] = Instance(
             name,
             str(row.get("provider", "")),
@@ -85,6 +86,8 @@ def load_catalog(prices: Path | None = None) -> list[Instance]:
             doc = tomllib.loads(Path(prices).read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
             raise PlanError(f"no such prices file: {prices}") from exc
+        except OSError as exc:  # a directory, no permission
+            raise PlanError(f"cannot read the prices file {prices}: {exc.strerror}") from exc
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise PlanError(f"{prices} is not valid TOML: {exc}") from exc
         rows.update(_rows(doc, str(prices)))

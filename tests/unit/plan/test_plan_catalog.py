@@ -48,6 +48,9 @@ def test_override_replaces_and_extends(tmp_path: Path) -> None:
         ('[instance."x"]\ngpu = "tpu-v5"\ngpus = 1\nusd_per_hour = 1\nsource = "s"\nas_of = "d"\n', "unknown GPU"),
         ("this is = = not toml", "not valid TOML"),
         ('[instance."x"]\ngpu = "t4"\ngpus = 0\nusd_per_hour = 1\nsource = "s"\nas_of = "d"\n', "gpus ≥ 1"),
+        ('[instance."x"]\ngpu = "t4"\ngpus = 1\nusd_per_hour = nan\nsource = "s"\nas_of = "d"\n', "positive"),
+        ('[instance."x"]\ngpu = "t4"\ngpus = 1\nusd_per_hour = inf\nsource = "s"\nas_of = "d"\n', "positive"),
+        ('[instance."x"]\ngpu = ["t4"]\ngpus = 1\nusd_per_hour = 1\nsource = "s"\nas_of = "d"\n', "unknown GPU"),
     ],
 )
 def test_bad_override(tmp_path: Path, text: str, message: str) -> None:
@@ -60,3 +63,8 @@ def test_bad_override(tmp_path: Path, text: str, message: str) -> None:
 def test_missing_override_file(tmp_path: Path) -> None:
     with pytest.raises(PlanError, match="no such prices file"):
         load_catalog(tmp_path / "nope.toml")
+
+
+def test_override_path_that_is_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(PlanError, match="cannot read"):
+        load_catalog(tmp_path)
