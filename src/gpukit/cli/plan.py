@@ -69,6 +69,8 @@ def _rate(value: float | None, unit: str) -> str:
 def _time_lines(d: dict[str, Any]) -> list[str]:
     t = d["time"]
     mfu = "n/a" if t["mfu"] is None else f"{t['mfu']:.1%}"
+    if t["task"] == "train" and t["step_s"] is None:
+        return [f"time on {t['gpu']}: n/a — a bare --params count has no FLOPs model; give a preset or config.json"]
     if t["task"] == "train":
         lines = [
             f"time on {t['gpu']}: {render.fmt_seconds(t['step_s'])} per step, "

@@ -120,6 +120,8 @@ def _activation_traffic_bytes(model: TransformerSpec, s: PlanSettings, mem: Memo
 def _train_time(
     model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, c: Ceilings, t: TimingProfile, work: float | None
 ) -> TimeEstimate:
+    if isinstance(model, CnnSpec) and model.family != "cnn":  # --params: no FLOPs model, so no time (not 0 FLOPs)
+        return TimeEstimate(task="train", mfu=None, ceilings_source=c.source, matmul_dtype=c.matmul_dtype)
     flops = step_flops(model, s) / s.gpus
     compute = flops / (c.gemm_tflops * 1e12 * t.gemm_efficiency)
     bw = c.bandwidth_gbps * 1e9

@@ -49,6 +49,18 @@ def test_fp32_7b_weights_through_cli(run_cli: Callable[..., Any]) -> None:
     assert d["weights_bytes"] == 28_000_000_000 and d["params"] == 7_000_000_000
 
 
+def test_bare_param_count_has_no_invented_time(run_cli: Callable[..., Any]) -> None:
+    # --params has no FLOPs or activation model: a step time, MFU or run cost would be made up (it printed MFU 0.0%)
+    d = plan_json(run_cli, "--params", "7B", "--tokens", "1B")
+    t = d["time"]
+    assert t["step_s"] is None and t["mfu"] is None and t["total_s"] is None and t["tokens_per_s"] is None
+    fitting = [c for c in d["cost"] if c["fits"]]
+    assert fitting and all(c["usd"] is None and c["usd_per_million"] is None for c in fitting)
+    assert not any("MFU" in n for n in d["memory_notes"])
+    r = run_cli("plan", "--params", "7B")
+    assert r.exit_code == 0 and "time on h100-sxm: n/a" in r.stdout and "MFU" not in r.stdout
+
+
 def test_inference_kv_cache_and_fewest_gpus(run_cli: Callable[..., Any]) -> None:
     d = plan_json(run_cli, "llama-2-70b", "--task", "infer", "--batch", "4", "--prompt", "1000", "--new-tokens", "24")
     assert d["kv_cache_bytes"] == 2 * 80 * 8 * 128 * 1024 * 4 * 2
