@@ -217,7 +217,7 @@ def register(app: typer.Typer) -> None:
         from gpukit.plan import advisor
         from gpukit.plan import measure as measuring
         from gpukit.plan.memory import PlanSettings
-        from gpukit.plan.models import load_model, parse_param_count, preset_names
+        from gpukit.plan.models import load_model, preset_names
 
         if list_presets:
             render.print_json(preset_names()) if json_out else render.console.print("\n".join(preset_names()))
@@ -239,9 +239,7 @@ def register(app: typer.Typer) -> None:
             new_tokens=new_tokens,
             kv_dtype=kv_dtype,
         )
-        work = None  # --tokens wins when both are given
-        if tokens or samples:
-            work = parse_param_count(tokens, "--tokens") if tokens else parse_param_count(samples, "--samples")
+        work = _work(spec, tokens, samples)
         measured = measuring.load_ceilings(db)
         result = advisor.make_plan(spec, settings, work=work, prices=prices, measured=measured, gpu=gpu)
         doc = result.to_dict()
@@ -254,6 +252,20 @@ def register(app: typer.Typer) -> None:
         if measure:
             _print_measure(doc["measurement"])
         return 0
+
+
+def _work(spec: Any, tokens: str | None, samples: str | None) -> int | None:
+    """The training run's size in the model's own unit: tokens for transformers, samples (images) for CNNs."""
+    from gpukit.errors import PlanError
+    from gpukit.plan.models import CnnSpec, TransformerSpec, parse_param_count
+
+    if tokens and isinstance(spec, CnnSpec) and spec.family == "cnn":
+        raise PlanError("--tokens counts tokens, and a CNN trains on images", hint=f"use --samples {tokens}")
+    if samples and not tokens and isinstance(spec, TransformerSpec):
+        raise PlanError("--samples counts images (CNNs), and a transformer trains on tokens", hint="use --tokens")
+    if tokens:  # --tokens wins when both are given
+        return parse_param_count(tokens, "--tokens")
+    return parse_param_count(samples, "--samples") if samples else None
 
 
 def _run_measure(spec: Any, settings: Any, doc: dict[str, Any], db: Path | None) -> dict[str, Any]:

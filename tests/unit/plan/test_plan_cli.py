@@ -105,6 +105,8 @@ def test_config_json_input(run_cli: Callable[..., Any]) -> None:
         (("llama-2-7b", "--tp", "0"), "--tp must be at least 1"),
         (("llama-2-7b", "--tokens", "2Q"), "--tokens '2Q' is not a size"),
         (("seed-cnn", "--samples", "0"), "--samples '0' must be positive"),
+        (("llama-2-7b", "--samples", "1M"), "--samples counts images"),
+        (("resnet50", "--tokens", "1B"), "--tokens counts tokens, and a CNN"),
     ],
 )
 def test_bad_input_exits_2(run_cli: Callable[..., Any], args: tuple[str, ...], message: str) -> None:
