@@ -293,9 +293,10 @@ def load_ceilings(db_path: Path | None = None, device_name: str | None = None) -
     if not path.exists():
         return None
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+        # as_uri() percent-encodes '?', '#' and '%', which would otherwise end the path inside the URI
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as con:
             return _read_bench_run(con, socket.gethostname(), device_name)
-    except (sqlite3.Error, ValueError, TypeError, KeyError):
+    except (sqlite3.Error, ValueError, TypeError, KeyError, AttributeError):  # AttributeError: JSON not an object
         return None
 
 

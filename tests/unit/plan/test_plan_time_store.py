@@ -174,6 +174,24 @@ def test_load_ceilings_ignores_foreign_files(tmp_path: Path) -> None:
     assert load_ceilings(tmp_path / "junk.db") is None
 
 
+def test_load_ceilings_survives_odd_rows_and_paths(tmp_path: Path) -> None:
+    odd = tmp_path / "a?b#c"  # URI delimiters in the path must not change which file is opened
+    odd.mkdir()
+    _bench_db(odd / "results.db")
+    assert load_ceilings(odd / "results.db") == {
+        "device": "NVIDIA H200",
+        "bandwidth_gbps": 4175.0,
+        "bf16_tflops": 750.0,
+        "fp32_tflops": 50.0,
+    }
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a?b#c"]  # nothing created beside it
+    con = sqlite3.connect(odd / "results.db")
+    con.execute("UPDATE runs SET ceilings_json = '[1, 2]'")  # valid JSON, not an object
+    con.commit()
+    con.close()
+    assert load_ceilings(odd / "results.db") is None
+
+
 def test_measured_ceilings_only_apply_to_their_gpu() -> None:
     m, s = load_model("gpt2"), PlanSettings(task="train", batch=8, seq=1024)
     measured = {"device": "NVIDIA H200", "bf16_tflops": 700.0, "bandwidth_gbps": 4000.0}
