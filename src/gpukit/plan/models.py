@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -369,7 +370,10 @@ def parse_param_count(text: str, flag: str = "--params") -> int:
     if not m:
         raise PlanError(f"{flag} '{text}' is not a size", hint="write it like 7B, 350M or 124439808")
     scale = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}[m.group(2).lower()]
-    n = round(float(m.group(1)) * scale)
+    value = float(m.group(1)) * scale
+    if not math.isfinite(value):  # 400 digits overflow a float
+        raise PlanError(f"{flag} '{text}' is too large", hint="write it like 7B, 350M or 124439808")
+    n = round(value)
     if n <= 0:
         raise PlanError(f"{flag} '{text}' must be positive")
     return n

@@ -198,7 +198,7 @@ def test_param_count_parsing(text: str, n: int) -> None:
     assert parse_param_count(text) == n
 
 
-@pytest.mark.parametrize("text", ["seven", "7X", "-1B", "0"])
+@pytest.mark.parametrize("text", ["seven", "7X", "-1B", "0", "9" * 400])
 def test_bad_param_counts(text: str) -> None:
     with pytest.raises(PlanError):
         parse_param_count(text)
