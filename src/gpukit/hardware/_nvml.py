@@ -42,7 +42,7 @@ def _init() -> None:
     try:
         import pynvml
     except ImportError as exc:
-        _state["error"] = f"nvidia-ml-py is not installed ({exc})"
+        _state["error"] = f"nvidia-ml-py is not installed ({exc}): pip install nvidia-ml-py"
         return
     try:
         pynvml.nvmlInit()

@@ -55,6 +55,8 @@ def check_driver(f: Facts) -> list[Finding]:
 
 
 def _nvml_hint(error: str) -> str:
+    if "nvidia-ml-py is not installed" in error:  # the Python binding, a gpukit dependency, is gone
+        return "pip install nvidia-ml-py  (gpukit depends on it; reinstalling gpukit brings it back)"
     if "Mismatch" in error:
         return (
             "the driver was upgraded but the old kernel module is still loaded: reboot (or reload the nvidia modules)"

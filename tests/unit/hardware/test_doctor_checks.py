@@ -142,6 +142,12 @@ def test_nvml_failing_with_driver_loaded(healthy):
     assert levels(check_nvml(Facts())) == ["SKIP"]
 
 
+def test_nvml_package_missing_hints_the_install(healthy):
+    error = "nvidia-ml-py is not installed (No module named 'pynvml')"
+    f = check_nvml(replace(healthy, nvml_ok=False, gpus=(), nvml_error=error))[0]
+    assert f.level == "FAIL" and "pip install nvidia-ml-py" in (f.hint or "")
+
+
 def test_cpu_only_torch_on_gpu_machine(healthy):
     assert levels(check_torch_build(healthy)) == ["PASS"]
     cpu_torch = torch_probe(details={"build": "cpu", "cuda_runtime": None}, sees_gpu=False)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+import pytest
 
 from gpukit.hardware import _nvml, machine_fingerprint, telemetry
 from gpukit.hardware.gpu import (
@@ -58,6 +61,16 @@ def test_no_nvml_gives_empty_list_with_reason(no_nvml):
     assert gpus == ()
     assert reason is not None and "NVML" in reason
     assert telemetry.sample(0) is None and telemetry.nvml_available() is False
+
+
+def test_missing_nvml_package_names_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml → ImportError
+    _nvml.reset()
+    try:
+        assert _nvml.module() is None
+        assert "pip install nvidia-ml-py" in (_nvml.init_error() or "")
+    finally:
+        _nvml.reset()
 
 
 def test_telemetry_sample(fake_nvml):
