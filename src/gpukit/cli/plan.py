@@ -269,17 +269,19 @@ def _work(spec: Any, tokens: str | None, samples: str | None) -> int | None:
 
 
 def _run_measure(spec: Any, settings: Any, doc: dict[str, Any], db: Path | None) -> dict[str, Any]:
-    from gpukit.hardware.specs import get_spec, match_spec
+    from gpukit.hardware.specs import match_spec
     from gpukit.plan import measure as measuring
     from gpukit.plan.compute import estimate_time
     from gpukit.plan.memory import estimate_memory
 
     meas = measuring.measure(spec, settings)
-    local = match_spec(meas.device_name) or get_spec("h100-sxm")
-    mem = estimate_memory(spec, settings)
-    ceilings = measuring.load_ceilings(db, device_name=meas.device_name)
-    est = estimate_time(spec, settings, mem, local, {k: v for k, v in (ceilings or {}).items() if k != "device"})
-    pred_time = est.step_s if settings.task == "train" else est.total_s
+    local = match_spec(meas.device_name)
+    pred_time = None  # a GPU without a datasheet row has no predicted time: n/a, not another GPU's figure
+    if local is not None:
+        mem = estimate_memory(spec, settings)
+        ceilings = measuring.load_ceilings(db, device_name=meas.device_name)
+        est = estimate_time(spec, settings, mem, local, {k: v for k, v in (ceilings or {}).items() if k != "device"})
+        pred_time = est.step_s if settings.task == "train" else est.total_s
     cmp = _compare(doc, meas, pred_time)
     record = {
         "device": meas.device_name,

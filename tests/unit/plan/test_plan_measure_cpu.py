@@ -129,3 +129,17 @@ def test_cli_measure_prints_comparison_and_stores_it(cpu_cuda: None, run_cli: An
     assert sqlite3.connect(db).execute("SELECT model FROM plan_validations").fetchall() == [("seed-cnn",)]
     table = run_cli("plan", "seed-cnn", "--batch", "4", "--recipe", "fp32", "--measure", "--db", str(db))
     assert table.exit_code == 0 and "predicted vs measured" in table.stdout
+
+
+def test_cli_measure_predicts_time_only_for_a_known_gpu(
+    cpu_cuda: None, run_cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    args = ("plan", "seed-cnn", "--batch", "4", "--recipe", "fp32", "--measure", "--db", str(tmp_path / "h.db"))
+    unknown = json.loads(run_cli(*args, "--json").stdout)["measurement"]  # "CPU stand-in": no datasheet row
+    assert unknown["predicted_time_s"] is None and unknown["rows"]["step time"]["error"] == "n/a"
+    assert unknown["rows"]["peak allocated"]["error"] != "n/a"  # memory does not depend on the GPU
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "NVIDIA H200")
+    known = json.loads(run_cli(*args, "--json").stdout)["measurement"]
+    assert known["device"] == "NVIDIA H200" and known["predicted_time_s"] > 0
