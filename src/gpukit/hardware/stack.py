@@ -268,7 +268,8 @@ def _nvcc() -> tuple[str | None, str | None]:
 
 
 def find_toolkits(pattern: str = "/usr/local/cuda*") -> tuple[str, ...]:
-    """CUDA toolkit roots that have bin/nvcc (resolved, deduplicated: /usr/local/cuda is usually a symlink)."""
+    """CUDA toolkit roots that have bin/nvcc, sorted, as found: /usr/local/cuda (usually a symlink) stays beside
+    the versioned directory it points to, and the checks rely on seeing both names."""
     roots = []
     for root in sorted(glob.glob(pattern)):
         if (Path(root) / "bin" / "nvcc").exists():

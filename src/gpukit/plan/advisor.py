@@ -96,7 +96,7 @@ def _layouts(model: ModelSpec, s: PlanSettings, n: int) -> list[tuple[str, PlanS
     out = [(f"{s.shard} × {n}", dataclasses.replace(s, gpus=n, tp=1))] if s.tp == 1 else []
     if s.shard not in ("zero3", "fsdp"):
         out.append((f"fsdp × {n}", dataclasses.replace(s, gpus=n, tp=1, shard="fsdp")))
-    if isinstance(model, TransformerSpec) and n <= 8 and model.num_heads % n == 0 and model.num_kv_heads % n in (0, n):
+    if isinstance(model, TransformerSpec) and n <= 8 and model.num_heads % n == 0 and model.num_kv_heads % n == 0:
         out.append((f"tp {n}", dataclasses.replace(s, gpus=n, tp=n, shard="ddp")))
     return out
 
