@@ -386,6 +386,11 @@ def params_only(count: int) -> CnnSpec:
 
 def load_model(model: str | None, params: str | None = None) -> ModelSpec:
     """Resolve MODEL: a preset name, a path to config.json (or its folder), or ``--params``."""
+    if params and model:  # one would be silently ignored
+        raise PlanError(
+            f"give MODEL or --params, not both ('{model}' and --params {params})",
+            hint="a preset or config.json models activations and time; --params counts model states only",
+        )
     if params:
         return params_only(parse_param_count(params))
     if not model:

@@ -102,6 +102,7 @@ def test_config_json_input(run_cli: Callable[..., Any]) -> None:
         (("llama-2-7b", "--recipe", "fp16"), "--recipe"),
         (("--params", "lots"), "not a size"),
         ((), "no model given"),
+        (("llama-2-7b", "--params", "7B"), "MODEL or --params, not both"),
         (("llama-2-7b", "--tp", "0"), "--tp must be at least 1"),
         (("llama-2-7b", "--tokens", "2Q"), "--tokens '2Q' is not a size"),
         (("seed-cnn", "--samples", "0"), "--samples '0' must be positive"),
