@@ -143,6 +143,8 @@ def bench(
     tol = _parse_tolerance(tolerance)
     if device not in ("cpu", "cuda", "all"):
         raise ConfigError(f"unknown device '{device}'", hint="use --device cpu, cuda or all")
+    # Before measuring: a wrong --baseline must not cost a whole run (and a run id is read before this run is saved).
+    baseline_doc = _load_baseline(baseline, db) if baseline else None
     if sweep:
         return _sweep(workloads, backend, device, quick, repeat, as_json, seed, budget, db, no_save, sweep_budget)
     targets: list[Any] = list(workloads or [])
@@ -175,27 +177,32 @@ def bench(
             from gpukit.bench.store import Store
 
             Store(db).save(run)
-    return _report(run, baseline, tol, write_baseline, markdown, save_image, as_json, as_csv, db)
+    return _report(run, baseline, baseline_doc, tol, write_baseline, markdown, save_image, as_json, as_csv)
+
+
+def _load_baseline(ref: str, db: Path | None) -> dict[str, Any]:
+    from gpukit.bench import compare
+    from gpukit.bench.store import Store
+
+    return compare.load_baseline(ref, Store(db))
 
 
 def _report(
     run: Run,
     baseline: str | None,
+    baseline_doc: dict[str, Any] | None,
     tol: float,
     write_baseline: Path | None,
     markdown: Path | None,
     save_image: Path | None,
     as_json: bool,
     as_csv: bool,
-    db: Path | None,
 ) -> int:
     from gpukit.bench import compare
 
     checks: list[BaselineCheck] = []
-    if baseline:
-        from gpukit.bench.store import Store
-
-        checks = compare.check_baseline(run, compare.load_baseline(baseline, Store(db)), tol)
+    if baseline_doc is not None:
+        checks = compare.check_baseline(run, baseline_doc, tol)
     if write_baseline:
         write_baseline.parent.mkdir(parents=True, exist_ok=True)
         write_baseline.write_text(render.to_json(compare.baseline_from_run(run, run.settings.get("command"))) + "\n")

@@ -135,3 +135,13 @@ def test_bad_input_exits_2(run_cli: Callable[..., Any], tmp_path: Path) -> None:
     assert run_cli("bench", "vector-add", "--size", "lots", "--no-save").exit_code == 2
     assert run_cli("bench", "--workload", "nofile.py:X", "--no-save").exit_code == 2
     assert run_cli("bench", "vector-add", "--tolerance", "abc", "--no-save").exit_code == 2
+
+
+def test_bad_baseline_refused_before_measuring(run_cli: Callable[..., Any], tmp_path: Path) -> None:
+    """A wrong --baseline is found before the run, not after minutes of measuring (no run is made or saved)."""
+    db = tmp_path / "r.db"
+    res = run_cli(
+        "bench", "saxpy", "--size", "64KiB", "-b", "numpy", "--repeat", "3", "--db", str(db), "--baseline", "nosuch"
+    )
+    assert res.exit_code == 2 and "no baseline 'nosuch'" in res.stderr
+    assert not db.exists()
