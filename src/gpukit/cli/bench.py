@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gpukit.cli import render
-from gpukit.cli.bench_render import print_baseline, print_run, to_csv, to_markdown
+from gpukit.cli.bench_render import print_baseline, print_run, to_csv, to_markdown, write_output
 
 if TYPE_CHECKING:
     from gpukit.bench.compare import BaselineCheck
@@ -204,11 +204,9 @@ def _report(
     if baseline_doc is not None:
         checks = compare.check_baseline(run, baseline_doc, tol)
     if write_baseline:
-        write_baseline.parent.mkdir(parents=True, exist_ok=True)
-        write_baseline.write_text(render.to_json(compare.baseline_from_run(run, run.settings.get("command"))) + "\n")
+        write_output(write_baseline, render.to_json(compare.baseline_from_run(run, run.settings.get("command"))) + "\n")
     if markdown:
-        markdown.parent.mkdir(parents=True, exist_ok=True)
-        markdown.write_text(to_markdown(run), encoding="utf-8")
+        write_output(markdown, to_markdown(run))
     if save_image:
         from gpukit.bench.image import save_mandelbrot_png
 

@@ -145,3 +145,15 @@ def test_bad_baseline_refused_before_measuring(run_cli: Callable[..., Any], tmp_
     )
     assert res.exit_code == 2 and "no baseline 'nosuch'" in res.stderr
     assert not db.exists()
+
+
+def test_unwritable_output_paths_exit_2(run_cli: Callable[..., Any], tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    args = ("bench", "vector-add", "--size", "1KiB", "-b", "numpy", "--repeat", "3", "--no-save", "--no-ceilings")
+    for flag in ("--markdown", "--write-baseline"):
+        res = run_cli(*args, flag, str(blocker / "out"))
+        assert res.exit_code == 2 and "cannot write" in res.stderr, (flag, res.stderr)
+    out = tmp_path / "deep" / "t.md"
+    assert run_cli(*args, "--markdown", str(out)).exit_code == 0
+    assert "vector-add" in out.read_text() and not list(out.parent.glob(".*.tmp"))

@@ -47,6 +47,10 @@ def test_report_errors(run_cli, tmp_path):
     assert run_cli("report", "--run", "99", "--db", str(db)).exit_code == 1  # StoreError: no run 99
     assert run_cli("report", "--format", "pdf", "--db", str(db)).exit_code == 2
     assert run_cli("report", "--run", "1", "--last", "--db", str(db)).exit_code == 2
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    unwritable = run_cli("report", "--db", str(db), "-o", str(blocker / "report.html"))
+    assert unwritable.exit_code == 2 and "cannot write" in unwritable.stderr  # not a traceback
 
 
 def test_bench_sweep_saves_and_reports(run_cli, tmp_path, fake_registry):  # noqa: F811
