@@ -70,8 +70,18 @@ def prepare(workload: Workload, size: Size, rng: np.random.Generator) -> Prepare
     return Prepared(inputs=inputs, ref=workload.reference(size, inputs))
 
 
+# What a row measured; a row that is not ok carries none of it (results.py: a failure is never a time).
+_MEASURED_FIELDS = (
+    *("compile_s", "h2d_s", "d2h_s", "kernel_median_s", "kernel_min_s", "kernel_max_s", "end_to_end_s", "energy_j"),
+    *THROUGHPUT_UNITS,
+)
+
+
 def _skip(base: Result, status: str, reason: str, hint: str | None = None) -> Result:
     base.status, base.reason, base.hint = status, reason, hint
+    for name in _MEASURED_FIELDS:  # set before the check (first call, transfers) or before a later exception
+        setattr(base, name, None)
+    base.samples_s, base.repeats = [], 0
     return base
 
 

@@ -77,6 +77,7 @@ def test_wrong_implementations_fail_the_check(kind: str, dtype: str) -> None:
     assert r.status == "failed" and r.check is False
     assert "check failed" in (r.reason or "")
     assert r.kernel_median_s is None and r.gbps is None  # a failure is never a time
+    assert r.compile_s is None and r.h2d_s is None and r.d2h_s is None  # not even the first call's or transfers'
 
 
 def test_wrong_mandelbrot_fails() -> None:
