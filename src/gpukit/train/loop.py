@@ -97,7 +97,11 @@ class _Run:
             name = box[0]
         path = Path(name)
         if self.info.is_main:
-            (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+            try:
+                (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot create the run folder {path}: {exc.strerror or exc}",
+                                  hint="give a writable --out") from exc  # fmt: skip
         return path
 
     def _setup_model(self) -> None:

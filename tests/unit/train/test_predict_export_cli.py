@@ -88,3 +88,8 @@ def test_cli_train_json_and_bad_input(trained: tuple[Path, Path], run_cli, tmp_p
     assert run_cli("train", str(data), "--model", "nope", "--device", "cpu").exit_code == 2
     assert run_cli("train", str(tmp_path / "missing")).exit_code == 2
     assert run_cli("predict", str(tmp_path), str(data)).exit_code == 2  # no checkpoint there
+    for bad in (("--lr", "-1"), ("--lr", "nan"), ("--out", str(tmp_path / "r" / "metrics.csv" / "x"))):
+        res = run_cli("train", str(data), "--model", "seed-cnn", "--epochs", "1", "--device", "cpu", *bad)
+        assert res.exit_code == 2 and "error:" in res.stderr, (bad, res.stderr)  # not a traceback
+    res = run_cli("predict", str(tmp_path / "r"), str(data), "--batch-size", "0", "--device", "cpu")
+    assert res.exit_code == 2 and "--batch-size" in res.stderr
