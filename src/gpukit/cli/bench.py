@@ -109,6 +109,22 @@ def _progress_callback(rearm: Callable[[], None] | None = None) -> tuple[Any, An
     return bar, callback
 
 
+def _measured(measure: Callable[[Callable[[Any], None]], Run], db: Path | None, no_save: bool) -> Run:
+    """Run ``measure(progress)`` with the progress display and the interrupt handling, then record the command
+    and save the run (still under the handler, so a second Ctrl-C does not cut the save short)."""
+    _quiet_warnings()
+    with _interruptible() as rearm:
+        bar, callback = _progress_callback(rearm)
+        with bar:
+            run = measure(callback)
+        run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
+        if not no_save:
+            from gpukit.bench.store import Store
+
+            Store(db).save(run)
+    return run
+
+
 def bench(
     workloads: list[str] = typer.Argument(None, help="Workloads (default: vector-add saxpy mandelbrot bandwidth)."),
     backend: list[str] = typer.Option(None, "--backend", "-b", help="Backends or implementations (repeatable)."),
@@ -155,28 +171,23 @@ def bench(
     sizes = list(size or [])
     if seed_example:
         targets, sizes = ["vector-add"], ["seed-example"]
-    _quiet_warnings()
-    with _interruptible() as rearm:
-        bar, callback = _progress_callback(rearm)
-        with bar:
-            run = bench_run(
-                targets or None,
-                backends=backend or None,
-                device=device,
-                sizes=sizes or None,
-                quick=quick,
-                repeat=repeat,
-                energy=energy,
-                ceilings=not (no_ceilings or seed_example),
-                seed=seed,
-                budget_s=budget or (10.0 if quick else 30.0),
-                progress=callback,
-            )
-        run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
-        if not no_save:
-            from gpukit.bench.store import Store
-
-            Store(db).save(run)
+    run = _measured(
+        lambda progress: bench_run(
+            targets or None,
+            backends=backend or None,
+            device=device,
+            sizes=sizes or None,
+            quick=quick,
+            repeat=repeat,
+            energy=energy,
+            ceilings=not (no_ceilings or seed_example),
+            seed=seed,
+            budget_s=budget or (10.0 if quick else 30.0),
+            progress=progress,
+        ),
+        db,
+        no_save,
+    )
     return _report(run, baseline, baseline_doc, tol, write_baseline, markdown, save_image, as_json, as_csv)
 
 
@@ -250,26 +261,21 @@ def _sweep(
     """`--sweep`: every workload over its size ladder on CPU and GPU, then the crossover table (issue 3)."""
     from gpukit.bench.sweep import SWEEP_BUDGET_S, crossovers, run_sweep
 
-    _quiet_warnings()
-    with _interruptible() as rearm:
-        bar, callback = _progress_callback(rearm)
-        with bar:
-            run = run_sweep(
-                workloads or None,
-                backends=backend or None,
-                device=device,
-                quick=quick,
-                repeat=repeat,
-                seed=seed,
-                budget_s=budget or SWEEP_BUDGET_S,
-                total_s=sweep_budget if sweep_budget > 0 else None,
-                progress=callback,
-            )
-        run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
-        if not no_save:
-            from gpukit.bench.store import Store
-
-            Store(db).save(run)
+    run = _measured(
+        lambda progress: run_sweep(
+            workloads or None,
+            backends=backend or None,
+            device=device,
+            quick=quick,
+            repeat=repeat,
+            seed=seed,
+            budget_s=budget or SWEEP_BUDGET_S,
+            total_s=sweep_budget if sweep_budget > 0 else None,
+            progress=progress,
+        ),
+        db,
+        no_save,
+    )
     _print_walls(run)
     if as_json:
         render.print_json(run.to_dict())
