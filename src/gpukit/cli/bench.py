@@ -162,6 +162,14 @@ def bench(
     # Before measuring: a wrong --baseline must not cost a whole run (and a run id is read before this run is saved).
     baseline_doc = _load_baseline(baseline, db) if baseline else None
     if sweep:
+        given = {"--size": size, "--workload": workload_file, "--seed-example": seed_example, "--energy": energy,
+                 "--save-image": save_image, "--baseline": baseline, "--write-baseline": write_baseline,
+                 "--markdown": markdown, "--csv": as_csv, "--no-ceilings": no_ceilings}  # fmt: skip
+        if unused := [flag for flag, value in given.items() if value]:  # silently dropped, a --baseline would "pass"
+            raise ConfigError(
+                f"--sweep does not take {', '.join(unused)}",
+                hint="run those without --sweep; a sweep is written up by: gpukit report --last",
+            )
         return _sweep(workloads, backend, device, quick, repeat, as_json, seed, budget, db, no_save, sweep_budget)
     targets: list[Any] = list(workloads or [])
     if workload_file:
