@@ -246,6 +246,13 @@ def _report(
             render.console.print(f"saved as run {run.id} (gpukit history show {run.id})")
     if run.interrupted:
         return 130
+    if baseline_doc is not None and all(c.verdict == "not run" for c in checks):  # a check that checked nothing
+        command = baseline_doc.get("command")
+        render.error(
+            f"this run measured none of the {len(checks)} rows of baseline {baseline}",
+            hint=f"run what the baseline ran: {command}" if command else "use the baseline's workloads and sizes",
+        )
+        return 2
     failed = [r for r in run.results if r.status == "failed"]
     short = [c for c in checks if not c.ok]
     if short:

@@ -157,3 +157,13 @@ def test_unwritable_output_paths_exit_2(run_cli: Callable[..., Any], tmp_path: P
     out = tmp_path / "deep" / "t.md"
     assert run_cli(*args, "--markdown", str(out)).exit_code == 0
     assert "vector-add" in out.read_text() and not list(out.parent.glob(".*.tmp"))
+
+
+def test_baseline_with_no_row_in_common_is_not_a_pass(run_cli: Callable[..., Any]) -> None:
+    """--baseline h200 (1 GiB GPU rows) against a 64 KiB numpy run compares nothing: exit 2, not a silent 0."""
+    res = run_cli(
+        "bench", "vector-add", "--size", "64KiB", "-b", "numpy", "--repeat", "3", "--no-save", "--no-ceilings",
+        "--baseline", "h200",
+    )  # fmt: skip
+    assert res.exit_code == 2 and "measured none of the" in res.stderr
+    assert "--size 1GiB" in res.stderr  # the hint gives the baseline's own command
