@@ -135,6 +135,10 @@ def test_bad_input_exits_2(run_cli: Callable[..., Any], tmp_path: Path) -> None:
     assert run_cli("bench", "vector-add", "--size", "lots", "--no-save").exit_code == 2
     assert run_cli("bench", "--workload", "nofile.py:X", "--no-save").exit_code == 2
     assert run_cli("bench", "vector-add", "--tolerance", "abc", "--no-save").exit_code == 2
+    factory = tmp_path / "factory.py"
+    factory.write_text("def make():\n    raise RuntimeError('no such device')\n")
+    res = run_cli("bench", "--workload", f"{factory}:make", "--no-save")
+    assert res.exit_code == 2 and "no such device" in res.stderr  # a failing factory is not a traceback
 
 
 def test_bad_baseline_refused_before_measuring(run_cli: Callable[..., Any], tmp_path: Path) -> None:
