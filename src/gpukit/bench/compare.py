@@ -155,7 +155,10 @@ def load_baseline(ref: str, store: Any = None) -> dict[str, Any]:
             raise ConfigError(f"no baseline '{ref}'", hint=f"give a run id, a JSON file, or one of: {names}")
         text = shipped.read_text(encoding="utf-8")
     else:
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:  # a folder, no permission, a binary file
+            raise ConfigError(f"cannot read baseline '{ref}': {exc}", hint="give a baseline JSON file") from exc
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -149,6 +149,8 @@ def test_bad_baseline_refused_before_measuring(run_cli: Callable[..., Any], tmp_
     )
     assert res.exit_code == 2 and "no baseline 'nosuch'" in res.stderr
     assert not db.exists()
+    res = run_cli("bench", "saxpy", "--db", str(db), "--baseline", str(tmp_path))  # a folder, not a file
+    assert res.exit_code == 2 and "cannot read baseline" in res.stderr
 
 
 def test_unwritable_output_paths_exit_2(run_cli: Callable[..., Any], tmp_path: Path) -> None:
