@@ -167,7 +167,19 @@ def load_baseline(ref: str, store: Any = None) -> dict[str, Any]:
         raise ConfigError(
             f"'{ref}' is not a gpukit baseline", hint="write one with: gpukit bench --write-baseline PATH"
         )
+    for i, row in enumerate(doc["results"]):  # check_baseline reads these keys of every row
+        if not _valid_row(row):
+            raise ConfigError(
+                f"baseline '{ref}': results[{i}] lacks workload, backend, device, size or a numeric value",
+                hint="write one with: gpukit bench --write-baseline PATH",
+            )
     return doc
+
+
+def _valid_row(row: Any) -> bool:
+    if not isinstance(row, dict) or not isinstance(row.get("value"), int | float):
+        return False
+    return all(isinstance(row.get(k), str) for k in ("workload", "backend", "device", "size"))
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,10 @@ def test_bad_baseline_refused_before_measuring(run_cli: Callable[..., Any], tmp_
     assert not db.exists()
     res = run_cli("bench", "saxpy", "--db", str(db), "--baseline", str(tmp_path))  # a folder, not a file
     assert res.exit_code == 2 and "cannot read baseline" in res.stderr
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"format": "gpukit-baseline", "results": [{"workload": "saxpy"}]}))
+    res = run_cli("bench", "saxpy", "--db", str(db), "--baseline", str(broken))
+    assert res.exit_code == 2 and "results[0] lacks" in res.stderr
 
 
 def test_unwritable_output_paths_exit_2(run_cli: Callable[..., Any], tmp_path: Path) -> None:
