@@ -233,7 +233,7 @@ def _measure(
         max_total_s=settings.budget_s,
     )
     after = _telemetry(backend, settings.gpu_index)
-    _record(row, workload, impl, size, prep.ref, samples.times_s, inner, before, after)
+    _record(row, workload, impl, size, prep.ref, samples.times_s, inner, before, after, samples.warmup)
     return row
 
 
@@ -247,6 +247,7 @@ def _record(
     inner: int,
     before: Any,
     after: Any,
+    warmup: int = 0,
 ) -> None:
     t = sorted(times)
     row.samples_s = list(times)
@@ -268,7 +269,7 @@ def _record(
         e0 = getattr(before, "energy_j", None)
         e1 = getattr(after, "energy_j", None)
         if e0 is not None and e1 is not None and timed_s >= ENERGY_MIN_S:
-            calls = len(times) * inner
+            calls = len(times) * inner + warmup  # the readings bracket the warm-up calls too
             row.energy_j = (e1 - e0) / calls  # per call of the kernel
 
 
