@@ -155,7 +155,10 @@ def load_baseline(ref: str, store: Any = None) -> dict[str, Any]:
             raise ConfigError(f"no baseline '{ref}'", hint=f"give a run id, a JSON file, or one of: {names}")
         text = shipped.read_text(encoding="utf-8")
     else:
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:  # a folder, no permission, a binary file
+            raise ConfigError(f"cannot read baseline '{ref}': {exc}", hint="give a baseline JSON file") from exc
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -164,7 +167,19 @@ def load_baseline(ref: str, store: Any = None) -> dict[str, Any]:
         raise ConfigError(
             f"'{ref}' is not a gpukit baseline", hint="write one with: gpukit bench --write-baseline PATH"
         )
+    for i, row in enumerate(doc["results"]):  # check_baseline reads these keys of every row
+        if not _valid_row(row):
+            raise ConfigError(
+                f"baseline '{ref}': results[{i}] lacks workload, backend, device, size or a numeric value",
+                hint="write one with: gpukit bench --write-baseline PATH",
+            )
     return doc
+
+
+def _valid_row(row: Any) -> bool:
+    if not isinstance(row, dict) or not isinstance(row.get("value"), int | float):
+        return False
+    return all(isinstance(row.get(k), str) for k in ("workload", "backend", "device", "size"))
 
 
 @dataclass(frozen=True)

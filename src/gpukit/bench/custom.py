@@ -32,7 +32,10 @@ def load_workload(spec: str) -> Workload:
         raise ConfigError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
     obj = getattr(module, name, None)
     if callable(obj) and not isinstance(obj, Workload):
-        obj = obj()
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise ConfigError(f"calling {spec} failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(obj, Workload):
         raise ConfigError(
             f"{spec} is not a gpukit Workload",

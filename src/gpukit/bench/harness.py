@@ -70,8 +70,18 @@ def prepare(workload: Workload, size: Size, rng: np.random.Generator) -> Prepare
     return Prepared(inputs=inputs, ref=workload.reference(size, inputs))
 
 
+# What a row measured; a row that is not ok carries none of it (results.py: a failure is never a time).
+_MEASURED_FIELDS = (
+    *("compile_s", "h2d_s", "d2h_s", "kernel_median_s", "kernel_min_s", "kernel_max_s", "end_to_end_s", "energy_j"),
+    *THROUGHPUT_UNITS,
+)
+
+
 def _skip(base: Result, status: str, reason: str, hint: str | None = None) -> Result:
     base.status, base.reason, base.hint = status, reason, hint
+    for name in _MEASURED_FIELDS:  # set before the check (first call, transfers) or before a later exception
+        setattr(base, name, None)
+    base.samples_s, base.repeats = [], 0
     return base
 
 
@@ -223,7 +233,7 @@ def _measure(
         max_total_s=settings.budget_s,
     )
     after = _telemetry(backend, settings.gpu_index)
-    _record(row, workload, impl, size, prep.ref, samples.times_s, inner, before, after)
+    _record(row, workload, impl, size, prep.ref, samples.times_s, inner, before, after, samples.warmup)
     return row
 
 
@@ -237,6 +247,7 @@ def _record(
     inner: int,
     before: Any,
     after: Any,
+    warmup: int = 0,
 ) -> None:
     t = sorted(times)
     row.samples_s = list(times)
@@ -258,7 +269,7 @@ def _record(
         e0 = getattr(before, "energy_j", None)
         e1 = getattr(after, "energy_j", None)
         if e0 is not None and e1 is not None and timed_s >= ENERGY_MIN_S:
-            calls = len(times) * inner
+            calls = len(times) * inner + warmup  # the readings bracket the warm-up calls too
             row.energy_j = (e1 - e0) / calls  # per call of the kernel
 
 

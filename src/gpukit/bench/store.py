@@ -92,27 +92,37 @@ class Store:
         self.path = Path(path).expanduser() if path is not None else default_path()
 
     def _connect(self, create: bool) -> sqlite3.Connection:
+        """Open the file, refusing (before anything is written to it) one from a newer gpukit or another program."""
         try:
             if create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             con = sqlite3.connect(self.path)
             con.execute("PRAGMA foreign_keys = ON")
-            if create:
-                con.executescript(_SCHEMA)
-                con.execute(
-                    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-                )
-            row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = _schema_version(con)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(
                 f"cannot open the results history {self.path}: {exc}", hint="pass --db PATH or set GPUKIT_DB"
             ) from exc
-        if row is None or int(row[0]) > SCHEMA_VERSION:
+        fresh = version is None and create and con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
+        if version is None and not fresh:
+            con.close()
+            raise StoreError(f"{self.path} is not a gpukit results history", hint="use another --db")
+        if version is not None and (not version.isdigit() or int(version) > SCHEMA_VERSION):
             con.close()
             raise StoreError(
-                f"{self.path} has results schema {row[0] if row else 'none'}; this gpukit reads up to {SCHEMA_VERSION}",
+                f"{self.path} has results schema {version or 'none'}; this gpukit reads up to {SCHEMA_VERSION}",
                 hint="upgrade gpukit, or use another --db",
             )
+        if create:
+            try:
+                con.executescript(_SCHEMA)
+                con.execute(
+                    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+                con.commit()
+            except sqlite3.Error as exc:
+                con.close()
+                raise StoreError(f"cannot write the results history {self.path}: {exc}") from exc
         return con
 
     def save(self, run: Run) -> int:
@@ -222,6 +232,14 @@ class Store:
                 "results": [json.loads(r[0]) for r in results],
             }
         )
+
+
+def _schema_version(con: sqlite3.Connection) -> str | None:
+    """The file's schema version, or None when it has no gpukit ``meta`` table (a new file, or not gpukit's)."""
+    if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone() is None:
+        return None
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return str(row[0]) if row else None
 
 
 def _dumps(obj: Any) -> str:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gpukit.cli import render
-from gpukit.cli.bench_render import print_baseline, print_run, to_csv, to_markdown
+from gpukit.cli.bench_render import print_baseline, print_run, to_csv, to_markdown, write_output
 
 if TYPE_CHECKING:
     from gpukit.bench.compare import BaselineCheck
@@ -109,6 +109,22 @@ def _progress_callback(rearm: Callable[[], None] | None = None) -> tuple[Any, An
     return bar, callback
 
 
+def _measured(measure: Callable[[Callable[[Any], None]], Run], db: Path | None, no_save: bool) -> Run:
+    """Run ``measure(progress)`` with the progress display and the interrupt handling, then record the command
+    and save the run (still under the handler, so a second Ctrl-C does not cut the save short)."""
+    _quiet_warnings()
+    with _interruptible() as rearm:
+        bar, callback = _progress_callback(rearm)
+        with bar:
+            run = measure(callback)
+        run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
+        if not no_save:
+            from gpukit.bench.store import Store
+
+            Store(db).save(run)
+    return run
+
+
 def bench(
     workloads: list[str] = typer.Argument(None, help="Workloads (default: vector-add saxpy mandelbrot bandwidth)."),
     backend: list[str] = typer.Option(None, "--backend", "-b", help="Backends or implementations (repeatable)."),
@@ -143,7 +159,17 @@ def bench(
     tol = _parse_tolerance(tolerance)
     if device not in ("cpu", "cuda", "all"):
         raise ConfigError(f"unknown device '{device}'", hint="use --device cpu, cuda or all")
+    # Before measuring: a wrong --baseline must not cost a whole run (and a run id is read before this run is saved).
+    baseline_doc = _load_baseline(baseline, db) if baseline else None
     if sweep:
+        given = {"--size": size, "--workload": workload_file, "--seed-example": seed_example, "--energy": energy,
+                 "--save-image": save_image, "--baseline": baseline, "--write-baseline": write_baseline,
+                 "--markdown": markdown, "--csv": as_csv, "--no-ceilings": no_ceilings}  # fmt: skip
+        if unused := [flag for flag, value in given.items() if value]:  # silently dropped, a --baseline would "pass"
+            raise ConfigError(
+                f"--sweep does not take {', '.join(unused)}",
+                hint="run those without --sweep; a sweep is written up by: gpukit report --last",
+            )
         return _sweep(workloads, backend, device, quick, repeat, as_json, seed, budget, db, no_save, sweep_budget)
     targets: list[Any] = list(workloads or [])
     if workload_file:
@@ -153,55 +179,53 @@ def bench(
     sizes = list(size or [])
     if seed_example:
         targets, sizes = ["vector-add"], ["seed-example"]
-    _quiet_warnings()
-    with _interruptible() as rearm:
-        bar, callback = _progress_callback(rearm)
-        with bar:
-            run = bench_run(
-                targets or None,
-                backends=backend or None,
-                device=device,
-                sizes=sizes or None,
-                quick=quick,
-                repeat=repeat,
-                energy=energy,
-                ceilings=not (no_ceilings or seed_example),
-                seed=seed,
-                budget_s=budget or (10.0 if quick else 30.0),
-                progress=callback,
-            )
-        run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
-        if not no_save:
-            from gpukit.bench.store import Store
+    run = _measured(
+        lambda progress: bench_run(
+            targets or None,
+            backends=backend or None,
+            device=device,
+            sizes=sizes or None,
+            quick=quick,
+            repeat=repeat,
+            energy=energy,
+            ceilings=not (no_ceilings or seed_example),
+            seed=seed,
+            budget_s=budget or (10.0 if quick else 30.0),
+            progress=progress,
+        ),
+        db,
+        no_save,
+    )
+    return _report(run, baseline, baseline_doc, tol, write_baseline, markdown, save_image, as_json, as_csv)
 
-            Store(db).save(run)
-    return _report(run, baseline, tol, write_baseline, markdown, save_image, as_json, as_csv, db)
+
+def _load_baseline(ref: str, db: Path | None) -> dict[str, Any]:
+    from gpukit.bench import compare
+    from gpukit.bench.store import Store
+
+    return compare.load_baseline(ref, Store(db))
 
 
 def _report(
     run: Run,
     baseline: str | None,
+    baseline_doc: dict[str, Any] | None,
     tol: float,
     write_baseline: Path | None,
     markdown: Path | None,
     save_image: Path | None,
     as_json: bool,
     as_csv: bool,
-    db: Path | None,
 ) -> int:
     from gpukit.bench import compare
 
     checks: list[BaselineCheck] = []
-    if baseline:
-        from gpukit.bench.store import Store
-
-        checks = compare.check_baseline(run, compare.load_baseline(baseline, Store(db)), tol)
+    if baseline_doc is not None:
+        checks = compare.check_baseline(run, baseline_doc, tol)
     if write_baseline:
-        write_baseline.parent.mkdir(parents=True, exist_ok=True)
-        write_baseline.write_text(render.to_json(compare.baseline_from_run(run, run.settings.get("command"))) + "\n")
+        write_output(write_baseline, render.to_json(compare.baseline_from_run(run, run.settings.get("command"))) + "\n")
     if markdown:
-        markdown.parent.mkdir(parents=True, exist_ok=True)
-        markdown.write_text(to_markdown(run), encoding="utf-8")
+        write_output(markdown, to_markdown(run))
     if save_image:
         from gpukit.bench.image import save_mandelbrot_png
 
@@ -222,6 +246,13 @@ def _report(
             render.console.print(f"saved as run {run.id} (gpukit history show {run.id})")
     if run.interrupted:
         return 130
+    if baseline_doc is not None and all(c.verdict == "not run" for c in checks):  # a check that checked nothing
+        command = baseline_doc.get("command")
+        render.error(
+            f"this run measured none of the {len(checks)} rows of baseline {baseline}",
+            hint=f"run what the baseline ran: {command}" if command else "use the baseline's workloads and sizes",
+        )
+        return 2
     failed = [r for r in run.results if r.status == "failed"]
     short = [c for c in checks if not c.ok]
     if short:
@@ -245,26 +276,21 @@ def _sweep(
     """`--sweep`: every workload over its size ladder on CPU and GPU, then the crossover table (issue 3)."""
     from gpukit.bench.sweep import SWEEP_BUDGET_S, crossovers, run_sweep
 
-    _quiet_warnings()
-    with _interruptible() as rearm:
-        bar, callback = _progress_callback(rearm)
-        with bar:
-            run = run_sweep(
-                workloads or None,
-                backends=backend or None,
-                device=device,
-                quick=quick,
-                repeat=repeat,
-                seed=seed,
-                budget_s=budget or SWEEP_BUDGET_S,
-                total_s=sweep_budget if sweep_budget > 0 else None,
-                progress=callback,
-            )
-        run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
-        if not no_save:
-            from gpukit.bench.store import Store
-
-            Store(db).save(run)
+    run = _measured(
+        lambda progress: run_sweep(
+            workloads or None,
+            backends=backend or None,
+            device=device,
+            quick=quick,
+            repeat=repeat,
+            seed=seed,
+            budget_s=budget or SWEEP_BUDGET_S,
+            total_s=sweep_budget if sweep_budget > 0 else None,
+            progress=progress,
+        ),
+        db,
+        no_save,
+    )
     _print_walls(run)
     if as_json:
         render.print_json(run.to_dict())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -13,6 +14,19 @@ from gpukit.cli import render
 if TYPE_CHECKING:
     from gpukit.bench.compare import BaselineCheck
     from gpukit.bench.results import Ceilings, Result, Run
+
+
+def write_output(path: Path, data: str | bytes) -> None:
+    """Write a file the user asked for (--markdown, --write-baseline, a report) atomically; a path that cannot be
+    written is a usage error with a hint, not a traceback."""
+    from gpukit.errors import ConfigError
+    from gpukit.train.checkpoint import atomic_write_bytes
+
+    try:
+        atomic_write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}", hint="give a writable path") from exc
+
 
 CSV_FIELDS = (
     "workload",

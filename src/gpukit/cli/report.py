@@ -21,6 +21,7 @@ def report(
     crossover, a roofline and every result."""
     from gpukit.bench.report import build_report, gemm_rows, to_html, to_markdown
     from gpukit.bench.store import Store
+    from gpukit.cli.bench_render import write_output
     from gpukit.errors import ConfigError
 
     if fmt not in ("html", "md"):
@@ -36,17 +37,15 @@ def report(
     run = store.load(run_id)
     built = build_report(run)
     out = output or Path(f"report.{fmt}")
-    out.parent.mkdir(parents=True, exist_ok=True)
     written = [out]
     if fmt == "html":
-        out.write_text(to_html(built), encoding="utf-8")
+        write_output(out, to_html(built))
     else:
         plot_dir = out.with_name(f"{out.stem}_plots")
-        plot_dir.mkdir(exist_ok=True)
         for p in built.plots:
-            (plot_dir / f"{p.name}.png").write_bytes(p.png)
+            write_output(plot_dir / f"{p.name}.png", p.png)
             written.append(plot_dir / f"{p.name}.png")
-        out.write_text(to_markdown(built, plot_dir.name), encoding="utf-8")
+        write_output(out, to_markdown(built, plot_dir.name))
     if as_json:
         render.print_json(
             {

@@ -53,6 +53,8 @@ class TrainConfig:
             raise ConfigError(f"unknown --amp {self.amp!r}", hint=f"choose one of {', '.join(AMP_MODES)}")
         if not 0 <= self.val_fraction < 1:
             raise ConfigError("--val-fraction must be in [0, 1)")
+        if not self.lr > 0:  # NaN too; Adam would raise a bare ValueError
+            raise ConfigError(f"--lr must be positive, not {self.lr}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -7,12 +7,14 @@ The export is a result only when onnxruntime's outputs match torch's on fresh ra
 
 from __future__ import annotations
 
+import os
+import tempfile
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpukit.errors import BackendUnavailable, CheckFailed, TrainError
+from gpukit.errors import BackendUnavailable, CheckFailed, ConfigError, TrainError
 
 __all__ = ["ExportResult", "export_onnx"]
 
@@ -52,9 +54,7 @@ def _wrapped(net: Any) -> Any:
 
 
 def export_onnx(model_path: Path, out: Path, opset: int = 17, check_images: int = 8, seed: int = 0) -> ExportResult:
-    """Export and verify; raises ``CheckFailed`` when onnxruntime disagrees with torch."""
-    import torch
-
+    """Export and verify; raises ``CheckFailed`` when onnxruntime disagrees with torch (and leaves no file)."""
     from gpukit.train.predict import load_model
 
     try:
@@ -65,12 +65,37 @@ def export_onnx(model_path: Path, out: Path, opset: int = 17, check_images: int 
     module = _wrapped(loaded.net)
     size = loaded.image_size
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {out}: {exc.strerror or exc}", hint="give a writable --onnx path") from exc
+    tmp = Path(tmp_name)
+    try:  # the file appears at ``out`` only once onnxruntime agrees with torch
+        diff = _export_and_check(module, tmp, size, opset, check_images, seed)
+        if not diff <= TOLERANCE:  # NaN fails too
+            raise CheckFailed(f"onnxruntime output differs from torch by {diff:.3g} (> {TOLERANCE})", hint=str(out))
+        try:
+            os.replace(tmp, out)
+        except OSError as exc:
+            raise ConfigError(f"cannot write {out}: {exc.strerror or exc}", hint="give a writable --onnx path") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+    return ExportResult(str(out), loaded.model, loaded.classes, size, opset, check_images, diff, TOLERANCE,
+                        ort.__version__)  # fmt: skip
+
+
+def _export_and_check(module: Any, path: Path, size: int, opset: int, check_images: int, seed: int) -> float:
+    """Export ``module`` to ``path``; the largest |onnxruntime − torch| on ``check_images`` fresh images."""
+    import onnxruntime as ort
+    import torch
+
     example = torch.rand(2, 3, size, size)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the tracer's warnings about Python branches on static shapes
-            torch.onnx.export(module, (example,), str(out), input_names=["images"], output_names=["probabilities"],
+            torch.onnx.export(module, (example,), str(path), input_names=["images"], output_names=["probabilities"],
                               dynamic_axes={"images": {0: "batch"}, "probabilities": {0: "batch"}},
                               opset_version=opset, dynamo=False)  # fmt: skip
     except Exception as exc:  # the exporter raises many types
@@ -78,10 +103,6 @@ def export_onnx(model_path: Path, out: Path, opset: int = 17, check_images: int 
     x = torch.rand(check_images, 3, size, size, generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
         want = module(x).numpy()
-    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     got = session.run(["probabilities"], {"images": x.numpy()})[0]
-    diff = float(abs(got - want).max()) if got.shape == want.shape else float("inf")
-    if not diff <= TOLERANCE:  # NaN fails too
-        raise CheckFailed(f"onnxruntime output differs from torch by {diff:.3g} (> {TOLERANCE})", hint=str(out))
-    return ExportResult(str(out), loaded.model, loaded.classes, size, opset, check_images, diff, TOLERANCE,
-                        ort.__version__)  # fmt: skip
+    return float(abs(got - want).max()) if got.shape == want.shape else float("inf")

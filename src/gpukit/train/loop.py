@@ -97,7 +97,11 @@ class _Run:
             name = box[0]
         path = Path(name)
         if self.info.is_main:
-            (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+            try:
+                (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot create the run folder {path}: {exc.strerror or exc}",
+                                  hint="give a writable --out") from exc  # fmt: skip
         return path
 
     def _setup_model(self) -> None:
@@ -371,8 +375,8 @@ class _Run:
             "train_accuracy": metrics.train_accuracy,
         }
         checkpoint.save(self.run_dir, "last", weights, meta)
-        best = max((m.val_accuracy or m.train_accuracy for m in self.history), default=0.0)
-        if (metrics.val_accuracy or metrics.train_accuracy) >= best:
+        best = max((_score(m) for m in self.history), default=0.0)
+        if _score(metrics) >= best:
             checkpoint.save(self.run_dir, "best", weights, meta)
         outputs.write_metrics_csv(self.run_dir / "metrics.csv", self.history)
         outputs.append_log(self.run_dir / "train.log", outputs.epoch_line(metrics))
@@ -382,6 +386,12 @@ class _Run:
         if self.history:
             outputs.write_curve(self.run_dir / "curve.png", self.result)
         outputs.write_json(self.run_dir / "summary.json", self.result.to_dict())
+
+
+def _score(m: EpochMetrics) -> float:
+    """What "best" ranks: validation accuracy, or training accuracy when there is no validation set (a validation
+    accuracy of 0.0 is a score, not a missing one)."""
+    return m.val_accuracy if m.val_accuracy is not None else m.train_accuracy
 
 
 def _cpu_count() -> int:

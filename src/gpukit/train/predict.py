@@ -109,6 +109,8 @@ def predict(
     from gpukit.train.augment import to_float
     from gpukit.train.distributed import resolve_device
 
+    if batch_size < 1:
+        raise ConfigError("--batch-size must be at least 1")
     dev = resolve_device(device)
     loaded = load_model(model_path, dev)
     files = collect_inputs(inputs)

@@ -135,3 +135,45 @@ def test_bad_input_exits_2(run_cli: Callable[..., Any], tmp_path: Path) -> None:
     assert run_cli("bench", "vector-add", "--size", "lots", "--no-save").exit_code == 2
     assert run_cli("bench", "--workload", "nofile.py:X", "--no-save").exit_code == 2
     assert run_cli("bench", "vector-add", "--tolerance", "abc", "--no-save").exit_code == 2
+    factory = tmp_path / "factory.py"
+    factory.write_text("def make():\n    raise RuntimeError('no such device')\n")
+    res = run_cli("bench", "--workload", f"{factory}:make", "--no-save")
+    assert res.exit_code == 2 and "no such device" in res.stderr  # a failing factory is not a traceback
+
+
+def test_bad_baseline_refused_before_measuring(run_cli: Callable[..., Any], tmp_path: Path) -> None:
+    """A wrong --baseline is found before the run, not after minutes of measuring (no run is made or saved)."""
+    db = tmp_path / "r.db"
+    res = run_cli(
+        "bench", "saxpy", "--size", "64KiB", "-b", "numpy", "--repeat", "3", "--db", str(db), "--baseline", "nosuch"
+    )
+    assert res.exit_code == 2 and "no baseline 'nosuch'" in res.stderr
+    assert not db.exists()
+    res = run_cli("bench", "saxpy", "--db", str(db), "--baseline", str(tmp_path))  # a folder, not a file
+    assert res.exit_code == 2 and "cannot read baseline" in res.stderr
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"format": "gpukit-baseline", "results": [{"workload": "saxpy"}]}))
+    res = run_cli("bench", "saxpy", "--db", str(db), "--baseline", str(broken))
+    assert res.exit_code == 2 and "results[0] lacks" in res.stderr
+
+
+def test_unwritable_output_paths_exit_2(run_cli: Callable[..., Any], tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    args = ("bench", "vector-add", "--size", "1KiB", "-b", "numpy", "--repeat", "3", "--no-save", "--no-ceilings")
+    for flag in ("--markdown", "--write-baseline"):
+        res = run_cli(*args, flag, str(blocker / "out"))
+        assert res.exit_code == 2 and "cannot write" in res.stderr, (flag, res.stderr)
+    out = tmp_path / "deep" / "t.md"
+    assert run_cli(*args, "--markdown", str(out)).exit_code == 0
+    assert "vector-add" in out.read_text() and not list(out.parent.glob(".*.tmp"))
+
+
+def test_baseline_with_no_row_in_common_is_not_a_pass(run_cli: Callable[..., Any]) -> None:
+    """--baseline h200 (1 GiB GPU rows) against a 64 KiB numpy run compares nothing: exit 2, not a silent 0."""
+    res = run_cli(
+        "bench", "vector-add", "--size", "64KiB", "-b", "numpy", "--repeat", "3", "--no-save", "--no-ceilings",
+        "--baseline", "h200",
+    )  # fmt: skip
+    assert res.exit_code == 2 and "measured none of the" in res.stderr
+    assert "--size 1GiB" in res.stderr  # the hint gives the baseline's own command

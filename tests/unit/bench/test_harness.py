@@ -77,6 +77,7 @@ def test_wrong_implementations_fail_the_check(kind: str, dtype: str) -> None:
     assert r.status == "failed" and r.check is False
     assert "check failed" in (r.reason or "")
     assert r.kernel_median_s is None and r.gbps is None  # a failure is never a time
+    assert r.compile_s is None and r.h2d_s is None and r.d2h_s is None  # not even the first call's or transfers'
 
 
 def test_wrong_mandelbrot_fails() -> None:
@@ -212,3 +213,23 @@ def test_torch_gpu_backend_code_paths_on_cpu_tensors(monkeypatch: pytest.MonkeyP
     # a link moves each byte once; a copy within one memory reads and writes it
     assert moved.gbps == pytest.approx(64 * 1024 / moved.kernel_median_s / 1e9)  # type: ignore[operator]
     assert copied.gbps == pytest.approx(2 * 64 * 1024 / copied.kernel_median_s / 1e9)  # type: ignore[operator]
+
+
+def test_energy_per_call_counts_every_call_between_the_readings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The energy readings bracket the warm-up calls as well as the timed ones: 1 J per call must read 1 J."""
+    from types import SimpleNamespace
+
+    from gpukit.bench import harness
+
+    calls = [0]
+
+    def add(inputs: Mapping[str, Any], out: Any, size: Any) -> None:
+        calls[0] += 1
+        np.add(inputs["a"], inputs["b"], out=out)
+
+    monkeypatch.setattr(harness, "_telemetry", lambda _b, _i: SimpleNamespace(energy_j=float(calls[0]), to_dict=dict))
+    monkeypatch.setattr(harness, "ENERGY_MIN_S", 0.0)
+    w = replace(get_workload("vector-add"), implementations={"counted": Implementation("numpy", add)})
+    s = w.parse_size("1000")
+    r = run_one(w, "counted", s, prepare(w, s, np.random.default_rng(0)), Settings(repeats=3, warmup=2, budget_s=5))
+    assert r.status == "ok" and r.energy_j == pytest.approx(1.0)

@@ -47,6 +47,10 @@ def test_report_errors(run_cli, tmp_path):
     assert run_cli("report", "--run", "99", "--db", str(db)).exit_code == 1  # StoreError: no run 99
     assert run_cli("report", "--format", "pdf", "--db", str(db)).exit_code == 2
     assert run_cli("report", "--run", "1", "--last", "--db", str(db)).exit_code == 2
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    unwritable = run_cli("report", "--db", str(db), "-o", str(blocker / "report.html"))
+    assert unwritable.exit_code == 2 and "cannot write" in unwritable.stderr  # not a traceback
 
 
 def test_bench_sweep_saves_and_reports(run_cli, tmp_path, fake_registry):  # noqa: F811
@@ -62,3 +66,12 @@ def test_bench_sweep_saves_and_reports(run_cli, tmp_path, fake_registry):  # noq
     res = run_cli("report", "--last", "--db", str(db), "-o", str(tmp_path / "s.html"))
     assert res.exit_code == 0 and "run 2" in res.stdout
     assert 'id="plot-speedup-fake-copy"' in (tmp_path / "s.html").read_text()
+
+
+def test_sweep_refuses_flags_it_would_ignore(run_cli, tmp_path):
+    """--sweep with --baseline used to exit 0 without checking anything; now it is a usage error before measuring."""
+    db = tmp_path / "h.db"
+    for extra in (("--baseline", "h200"), ("--markdown", str(tmp_path / "s.md")), ("--size", "1KiB"), ("--csv",)):
+        res = run_cli("bench", "fake-copy", "--sweep", "--quick", "--db", str(db), *extra)
+        assert res.exit_code == 2 and f"--sweep does not take {extra[0]}" in res.stderr, res.stderr
+    assert not db.exists() and not (tmp_path / "s.md").exists()

@@ -150,3 +150,37 @@ def test_shipped_h200_baseline_is_the_1gib_gpu_set() -> None:
     slow.gbps = (slow.gbps or 0.0) * 0.85
     checks = check_baseline(Run(started_at="x", results=rows), doc, 10.0)
     assert [(c.backend, c.workload) for c in checks if not c.ok] == [("cupy-cuda-c", "vector-add")]
+
+
+def _tables(path: Path) -> list[str]:
+    con = sqlite3.connect(path)
+    try:
+        return sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master"))
+    finally:
+        con.close()
+
+
+def test_newer_schema_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """A history from a newer gpukit (other tables) is refused on save without gaining our tables."""
+    path = tmp_path / "r.db"
+    con = sqlite3.connect(path)
+    con.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT); CREATE TABLE runs_v2 (id INTEGER);")
+    con.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+    con.commit()
+    con.close()
+    before = _tables(path)
+    with pytest.raises(StoreError, match="schema 2"):
+        Store(path).save(_run(1.0, [1.0]))
+    assert _tables(path) == before
+
+
+def test_other_programs_database_is_refused(tmp_path: Path) -> None:
+    """--db pointing at some other SQLite file must not get gpukit tables (or a gpukit schema stamp) added."""
+    path = tmp_path / "app.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE notes (body TEXT)")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="not a gpukit results history"):
+        Store(path).save(_run(1.0, [1.0]))
+    assert _tables(path) == ["notes"]

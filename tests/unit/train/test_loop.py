@@ -174,3 +174,23 @@ def test_graph_warm_up_is_undone_exactly(image_folder: Path) -> None:
     for (ka, va), (kb, vb) in zip(a.model.state_dict().items(), b.model.state_dict().items(), strict=True):
         assert ka == kb and torch.equal(va, vb)
     assert a.read_and_reset() == b.read_and_reset()
+
+
+def test_best_checkpoint_ranks_by_validation_accuracy_even_at_zero(tmp_path: Path) -> None:
+    """An epoch with val accuracy 0.0 (but high train accuracy) must not replace a better epoch as best."""
+    from types import SimpleNamespace
+
+    from gpukit.train.config import EpochMetrics
+    from gpukit.train.loop import _Run
+
+    good = EpochMetrics(1, 0.5, 0.6, 0.5, 0.5, 8, 1.0, 8.0, 0.0, None)
+    bad = EpochMetrics(2, 0.1, 0.9, 2.0, 0.0, 8, 1.0, 8.0, 0.0, None)
+    run: Any = SimpleNamespace(info=SimpleNamespace(is_main=True), net=torch.nn.Linear(2, 1), history=[],
+                               cfg=SimpleNamespace(model="seed-cnn", image_size=16),
+                               data=SimpleNamespace(classes=["a", "b"]), run_dir=tmp_path,
+                               _save_full=lambda *_a: None)  # fmt: skip
+    for m in (good, bad):
+        run.history.append(m)
+        _Run._save_epoch(run, m.epoch, m)
+    assert json.loads((tmp_path / "last.json").read_text())["epoch"] == 2
+    assert json.loads((tmp_path / "best.json").read_text())["epoch"] == 1

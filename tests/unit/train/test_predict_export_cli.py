@@ -62,6 +62,22 @@ def test_export_onnx_matches_torch_and_predict(trained: tuple[Path, Path], run_c
     assert probs[0, 1] == pytest.approx(predicted["probability"], abs=1e-5)
 
 
+def test_export_refuses_unwritable_path_and_keeps_no_unchecked_file(
+    trained: tuple[Path, Path], run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpukit.train import export
+
+    _, run = trained
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    res = run_cli("export", str(run), "--onnx", str(blocker / "m.onnx"))
+    assert res.exit_code == 2 and "cannot write" in res.stderr
+    monkeypatch.setattr(export, "TOLERANCE", -1.0)  # every export now disagrees with torch
+    out = tmp_path / "m.onnx"
+    assert run_cli("export", str(run), "--onnx", str(out)).exit_code == 1
+    assert list(tmp_path.iterdir()) == [blocker]  # neither the unchecked model nor a temporary file is left
+
+
 def test_cli_train_json_and_bad_input(trained: tuple[Path, Path], run_cli, tmp_path: Path) -> None:
     data, _ = trained
     res = run_cli("train", str(data), "--model", "seed-cnn", "--epochs", "1", "--batch-size", "8", "--image-size",
@@ -72,3 +88,8 @@ def test_cli_train_json_and_bad_input(trained: tuple[Path, Path], run_cli, tmp_p
     assert run_cli("train", str(data), "--model", "nope", "--device", "cpu").exit_code == 2
     assert run_cli("train", str(tmp_path / "missing")).exit_code == 2
     assert run_cli("predict", str(tmp_path), str(data)).exit_code == 2  # no checkpoint there
+    for bad in (("--lr", "-1"), ("--lr", "nan"), ("--out", str(tmp_path / "r" / "metrics.csv" / "x"))):
+        res = run_cli("train", str(data), "--model", "seed-cnn", "--epochs", "1", "--device", "cpu", *bad)
+        assert res.exit_code == 2 and "error:" in res.stderr, (bad, res.stderr)  # not a traceback
+    res = run_cli("predict", str(tmp_path / "r"), str(data), "--batch-size", "0", "--device", "cpu")
+    assert res.exit_code == 2 and "--batch-size" in res.stderr
