@@ -44,7 +44,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_sigkill_then_resume_ends_where_an_uninterrupted_run_ends(data: Path, tmp_path: Path) -> None:
     args = ("--epochs", "30", "--batch-size", "4")
-    whole = subprocess.run(_train_args(data, tmp_path / "whole", *args), env=_env(), timeout=120)
+    whole = subprocess.run(_train_args(data, tmp_path / "whole", *args), env=_env(), timeout=300)
     assert whole.returncode == 0
     proc = subprocess.Popen(_train_args(data, tmp_path / "cut", *args), env=_env())
     deadline = time.monotonic() + 90
@@ -54,7 +54,7 @@ def test_sigkill_then_resume_ends_where_an_uninterrupted_run_ends(data: Path, tm
     proc.send_signal(signal.SIGKILL)  # no chance to save: only the checkpoints already on disk survive
     assert proc.wait(timeout=30) == -signal.SIGKILL
     assert not (tmp_path / "cut" / "summary.json").exists()  # it really died before the end
-    resumed = subprocess.run(_train_args(data, tmp_path / "cut", *args, "--resume"), env=_env(), timeout=120)
+    resumed = subprocess.run(_train_args(data, tmp_path / "cut", *args, "--resume"), env=_env(), timeout=300)
     assert resumed.returncode == 0
     a, b = _weights(tmp_path / "whole"), _weights(tmp_path / "cut")
     for key in a:
@@ -67,7 +67,7 @@ def test_ddp_two_gloo_processes_match_one_process(data: Path, tmp_path: Path) ->
     halves' mean losses is the whole batch's mean loss. Only the summation order differs."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            *_train_args(data, tmp_path / "ddp", "--epochs", "2", "--batch-size", "4")[1:]]  # fmt: skip
-    proc = subprocess.run(cmd, env=_env(), timeout=150, capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=_env(), timeout=400, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     one = train(TrainConfig(data=data, out=tmp_path / "one", model="seed-cnn", image_size=16, device="cpu", seed=3,
                             epochs=2, batch_size=8))  # fmt: skip
