@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from h200_models import measured_model
 
 from gpukit.errors import PlanError
 from gpukit.plan.memory import PlanSettings, estimate_memory, kv_cache_bytes
-from gpukit.plan.models import TransformerSpec, load_model, parse_hf_config
+from gpukit.plan.models import TransformerSpec, load_model
 
 GiB = 2**30
 
@@ -142,15 +143,6 @@ def test_bad_size_names_its_flag(bad: dict[str, object], flag: str) -> None:
 
 # Peak allocated memory measured on an NVIDIA H200 (torch 2.11, transformers 5.17; benchmarks/plan_grid_*.md) —
 # the planner must stay within ±10 % of these.
-LLAMA_GQA = {
-    "model_type": "llama",
-    "vocab_size": 32000,
-    "hidden_size": 1536,
-    "num_hidden_layers": 16,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 4,
-    "intermediate_size": 4096,
-}
 MEASURED = [
     ("gpt2", dict(recipe="fp32", batch=8, seq=512), 8.576),
     ("gpt2", dict(recipe="amp-bf16", batch=8, seq=1024), 13.162),
@@ -168,6 +160,6 @@ MEASURED = [
 
 @pytest.mark.parametrize(("name", "kw", "gib"), MEASURED)
 def test_h200_measurements_within_ten_percent(name: str, kw: dict[str, object], gib: float) -> None:
-    model = parse_hf_config(LLAMA_GQA, name) if name == "llama-gqa" else load_model(name)
+    model = measured_model(name)
     pred = estimate_memory(model, PlanSettings(task="train", **kw)).peak_allocated_bytes  # type: ignore[arg-type]
     assert pred / (gib * GiB) == pytest.approx(1.0, abs=0.10)

@@ -8,13 +8,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from h200_models import measured_model
 
 from gpukit.hardware.specs import get_spec
 from gpukit.plan.advisor import make_plan
 from gpukit.plan.compute import ceilings_for, estimate_time, step_flops
 from gpukit.plan.measure import load_ceilings, save_validation
 from gpukit.plan.memory import PlanSettings, estimate_memory
-from gpukit.plan.models import load_model, parse_hf_config
+from gpukit.plan.models import load_model
 
 
 def test_step_flops_is_six_p_tokens_plus_attention() -> None:
@@ -60,15 +61,6 @@ def test_decode_bandwidth_bound_reads_weights_once() -> None:
 # benchmarks/plan_calibration_h200_2026-11-30.md ("cal", "held") and the first grid run,
 # benchmarks/plan-grid_h200_2026-11-30-run1.md ("run1"). Every checkpointing point is here, since the checkpointing
 # terms were refitted on them; the planner must stay within the grid's ±35 %.
-LLAMA_GQA = {
-    "model_type": "llama",
-    "vocab_size": 32000,
-    "hidden_size": 1536,
-    "num_hidden_layers": 16,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 4,
-    "intermediate_size": 4096,
-}
 MEASURED_STEP_S = [
     ("gpt2", dict(recipe="bf16", batch=8, seq=1024, checkpointing=True), 0.0634),  # cal
     ("gpt2-medium", dict(recipe="amp-bf16", batch=8, seq=1024, checkpointing=True), 0.1827),  # cal
@@ -88,7 +80,7 @@ MEASURED_STEP_S = [
 
 @pytest.mark.parametrize(("name", "kw", "step_s"), MEASURED_STEP_S)
 def test_h200_step_times_within_grid_tolerance(name: str, kw: dict[str, object], step_s: float) -> None:
-    model = parse_hf_config(LLAMA_GQA, name) if name == "llama-gqa" else load_model(name)
+    model = measured_model(name)
     s = PlanSettings(task="train", **kw)  # type: ignore[arg-type]
     t = estimate_time(model, s, estimate_memory(model, s), get_spec("h200-sxm"))
     assert t.step_s is not None and t.step_s / step_s == pytest.approx(1.0, abs=0.35)
