@@ -3,7 +3,8 @@
 #   bash benchmarks/scripts/h200_session.sh [FIRST] -- [LANE_A] -- [LANE_B] -- [LAST]
 # Each section lists steps (functions below). FIRST runs alone with both GPUs visible; LANE_A and LANE_B run side by
 # side, each pinned to one GPU and 16 of the host's 32 cores (as on a one-GPU H200 host); LAST runs alone on both.
-# Without arguments: the whole set, as run for the first session of 2026-11-30.
+# Without arguments: the whole set, as run for the first session of 2026-11-30 (its `baseline` step then wrote a
+# --quick baseline; it now checks the shipped one).
 # Each section's folder lands in $OUT/<first|a|b|last>.tgz as it ends; the logs print last.
 set -u
 cd "$(dirname "$0")/../.."
@@ -33,17 +34,32 @@ sweep() {  # gpukit bench --sweep, then its report as HTML and Markdown
 }
 train() { PYTHONPATH=$NP246 timeout 150 python3 benchmarks/scripts/train_throughput.py --out "$D" > "$D/train.log" 2>&1; echo "train rc=$?"; }
 accept() { PYTHONPATH=$NP246 timeout 220 python3 examples/gpu_acceptance.py --out "$D" --part 1 > "$D/accept.log" 2>&1; echo "acceptance rc=$?"; }
-gib() {  # issue 5's 1 GiB comparison and the seed example, alone
-  PYTHONPATH=$NP246 timeout 120 python3 -m gpukit bench vector-add saxpy --size 1GiB --device cuda --db "$D/results.db" \
-    --json --markdown "$D/gib.md" > "$D/gib.json" 2> "$D/gib.err"; echo "gib rc=$?"
+gib() {  # issue 5's 1 GiB comparison (float32 and int32) and the seed example, written as a baseline too
+  PYTHONPATH=$NP246 timeout 180 python3 -m gpukit bench vector-add saxpy --size 1GiB --size 1GiB:int32 --device cuda \
+    --db "$D/results.db" --json --markdown "$D/gib.md" --write-baseline "$D/h200.json" > "$D/gib.json" 2> "$D/gib.err"
+  echo "gib rc=$?"
   PYTHONPATH=$NP246 timeout 60 python3 -m gpukit bench vector-add --seed-example --db "$D/results.db" > "$D/seed_example.txt" 2>&1
   echo "seed example rc=$?"
 }
-baseline() {  # the node-acceptance baseline gpukit ships: --quick, GPU rows
-  PYTHONPATH=$NP246 timeout 90 python3 -m gpukit bench --quick --device cuda --db "$D/results.db" --write-baseline "$D/h200.json" \
-    --markdown "$D/baseline.md" > "$D/baseline.log" 2>&1; echo "baseline rc=$?"
-  PYTHONPATH=$NP246 timeout 90 python3 -m gpukit bench --quick --device cuda --db "$D/results.db" --baseline "$D/h200.json" \
-    > "$D/baseline_check.log" 2>&1; echo "baseline self-check rc=$?"
+energy() {  # the same rows again with NVML energy per call: a second sample of the ratios, and --energy exercised
+  PYTHONPATH=$NP246 timeout 180 python3 -m gpukit bench vector-add saxpy --size 1GiB --device cuda --energy \
+    --db "$D/results.db" --json --markdown "$D/energy.md" > "$D/energy.json" 2> "$D/energy.err"; echo "energy rc=$?"
+}
+baseline() {  # the baseline gpukit ships, checked on this node (exit 0: every row within tolerance)
+  PYTHONPATH=$NP246 timeout 180 python3 -m gpukit bench vector-add saxpy --size 1GiB --device cuda --baseline h200 \
+    --db "$D/results.db" > "$D/baseline_check.log" 2>&1; echo "shipped baseline check rc=$?"
+}
+quick() {  # issue 5: gpukit bench --quick in <= 60 s on the H200
+  local t0 rc; t0=$(date +%s%N)
+  PYTHONPATH=$NP246 timeout 120 python3 -m gpukit bench --quick --db "$D/results.db" --json > "$D/quick.json" 2> "$D/quick.err"
+  rc=$?; echo "quick rc=$rc wall=$(( ($(date +%s%N) - t0) / 1000000 )) ms"
+}
+trainchk() {  # the training-step gradient check at the batches where the first sweep's fp32 check misfired
+  PYTHONPATH=$NP246 timeout 240 python3 -m gpukit bench mlp-train --size 2048:fp32 --size 8192:fp32 --size 32768:fp32 \
+    --size 8192:bf16 --size 32768:bf16 --device all --db "$D/results.db" --json --markdown "$D/mlp.md" \
+    > "$D/mlp.json" 2> "$D/mlp.err"; echo "mlp-train rc=$?"
+  PYTHONPATH=$NP246 timeout 240 python3 -m gpukit bench cnn-train --size 32:fp32 --size 256:fp32 --size 256:bf16 \
+    --device all --db "$D/results.db" --json --markdown "$D/cnn.md" > "$D/cnn.json" 2> "$D/cnn.err"; echo "cnn-train rc=$?"
 }
 kernels() { PYTHONPATH=$NP246 timeout 90 python3 -m pytest -q tests/gpu/test_kernels_gpu.py > "$D/kernels_gpu.log" 2>&1; echo "kernel GPU tests rc=$?"; }
 plan() { PYTHONPATH=$NP246 timeout 150 python3 benchmarks/scripts/plan_grid.py --out "$D" > "$D/plan.log" 2>&1; echo "plan grid rc=$?"; }
@@ -57,7 +73,7 @@ run_steps() {  # run_steps LANE STEP… : each step in its own folder under $W/L
   stamp "$lane: done"
   tar czf "$OUT/$lane.tgz" -C "$W" "$lane" 2>/dev/null  # each lane's results come back even if a later one is cut
 }
-export -f run_steps stamp info sweep train accept gib baseline kernels plan ddp
+export -f run_steps stamp info sweep train accept gib energy baseline quick trainchk kernels plan ddp
 export W T0 NP246 ROOT OUT
 
 if [ $# -eq 0 ]; then set -- info -- sweep train -- accept baseline plan -- ddp; fi

@@ -11,6 +11,12 @@ A :class:`Clock` times one region: ``start()`` then ``stop() -> seconds``. Two k
 :func:`measure` warms up, then takes ``repeats`` samples; each sample runs the function ``inner`` times back to back
 (so a tiny kernel is timed well above timer resolution and launch gaps) and records the mean per call. The function
 receives a running call index so it can rotate input buffers and keep small inputs from sitting in cache.
+
+With an event clock, ``lead`` untimed calls are queued before each sample's start event. The device is then still
+busy with them while the host records the start event and launches the timed calls, so the sample holds device time
+only. Without a lead, the start event fires on an idle stream and the sample also counts the host's launch of the
+first call: tens of microseconds from Python, several per cent of a 1 ms sample, and more when the host is busy.
+A host clock gains nothing from a lead: it synchronizes before it starts.
 """
 
 from __future__ import annotations
@@ -26,7 +32,13 @@ __all__ = ["Clock", "EventClock", "HostClock", "Samples", "choose_inner", "measu
 
 
 class Clock(Protocol):
-    """Times one region. ``stop()`` returns the seconds since the matching ``start()``."""
+    """Times one region. ``stop()`` returns the seconds since the matching ``start()``.
+
+    ``queues_ahead`` tells whether ``start()`` returns without waiting for the device (then calls issued just before
+    it can keep the device busy while the timed calls are launched).
+    """
+
+    queues_ahead: bool
 
     def start(self) -> None: ...
 
@@ -35,6 +47,8 @@ class Clock(Protocol):
 
 class HostClock:
     """Host wall clock; ``sync`` runs before each reading (a device synchronize for a GPU backend, else nothing)."""
+
+    queues_ahead = False  # start() waits for the device, so calls queued before it cannot hide a launch
 
     def __init__(self, sync: Callable[[], None] | None = None, now: Callable[[], float] = time.perf_counter) -> None:
         self._sync = sync or (lambda: None)
@@ -56,6 +70,8 @@ class EventClock:
     ``make_event()`` returns an event with ``record()`` and ``synchronize()`` (adapt numba/cupy events to that);
     ``elapsed(start, end)`` returns the seconds between two recorded events.
     """
+
+    queues_ahead = True  # start() only queues an event: work queued before it keeps the device busy meanwhile
 
     def __init__(self, make_event: Callable[[], Any], elapsed: Callable[[Any, Any], float]) -> None:
         self._make = make_event
@@ -120,14 +136,16 @@ def measure(
     warmup: int = 2,
     inner: int = 1,
     max_total_s: float | None = None,
+    lead: int = 0,
 ) -> Samples:
     """Warm up, then time ``repeats`` samples of ``inner`` calls of ``fn(call_index)``.
 
-    ``max_total_s`` stops sampling early (keeping at least three samples) when a slow implementation would pass its
-    time budget; the samples taken so far are returned.
+    ``lead`` calls run untimed before each sample's ``clock.start()`` (see the module docstring; use it with a clock
+    whose ``queues_ahead`` is true). ``max_total_s`` stops sampling early (keeping at least three samples) when a
+    slow implementation would pass its time budget; the samples taken so far are returned.
     """
-    if repeats < 1 or inner < 1:
-        raise ValueError("repeats and inner must be >= 1")
+    if repeats < 1 or inner < 1 or lead < 0:
+        raise ValueError("repeats and inner must be >= 1, lead >= 0")
     index = 0
     for _ in range(warmup):
         fn(index)
@@ -135,6 +153,9 @@ def measure(
     samples = Samples(inner=inner, warmup=warmup)
     spent = 0.0
     for _ in range(repeats):
+        for _ in range(lead):  # queued, not waited for: the device is still running them at clock.start()
+            fn(index)
+            index += 1
         clock.start()
         for _ in range(inner):
             fn(index)

@@ -233,3 +233,46 @@ def test_energy_per_call_counts_every_call_between_the_readings(monkeypatch: pyt
     s = w.parse_size("1000")
     r = run_one(w, "counted", s, prepare(w, s, np.random.default_rng(0)), Settings(repeats=3, warmup=2, budget_s=5))
     assert r.status == "ok" and r.energy_j == pytest.approx(1.0)
+
+
+def test_event_clocked_samples_queue_one_untimed_call_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a clock that only queues its start (CUDA events), each sample is preceded by one untimed call, so the
+    device is busy while the first timed call is launched; energy per call still counts those calls."""
+    import time
+    from types import SimpleNamespace
+
+    from gpukit.bench import harness
+    from gpukit.bench.backends import get_backend
+    from gpukit.bench.timing import EventClock
+
+    calls = [0]
+    marks: list[tuple[str, int]] = []
+
+    class Event:
+        def record(self) -> None:
+            self.t = time.perf_counter()
+            marks.append(("record", calls[0]))
+
+        def synchronize(self) -> None:
+            pass
+
+    numpy_backend = get_backend("numpy")
+    evented = SimpleNamespace(**{k: getattr(numpy_backend, k) for k in dir(numpy_backend) if not k.startswith("__")})
+    evented.clock = lambda: EventClock(Event, lambda s, e: e.t - s.t)
+    monkeypatch.setattr(harness, "get_backend", lambda name: evented if name == "numpy" else get_backend(name))
+
+    def add(inputs: Mapping[str, Any], out: Any, size: Any) -> None:
+        calls[0] += 1
+        np.add(inputs["a"], inputs["b"], out=out)
+
+    monkeypatch.setattr(harness, "_telemetry", lambda _b, _i: SimpleNamespace(energy_j=float(calls[0]), to_dict=dict))
+    monkeypatch.setattr(harness, "ENERGY_MIN_S", 0.0)
+    w = replace(get_workload("vector-add"), implementations={"counted": Implementation("numpy", add)})
+    s = w.parse_size("1000")
+    r = run_one(w, "counted", s, prepare(w, s, np.random.default_rng(0)), Settings(repeats=3, warmup=2, budget_s=5))
+    assert r.status == "ok" and r.repeats == 3
+    starts, ends = [c for k, c in marks[0::2]], [c for k, c in marks[1::2]]
+    # every start event follows one more call than the previous sample's end: the untimed lead call
+    assert [s - e for s, e in zip(starts[1:], ends[:-1], strict=True)] == [1, 1]
+    assert [e - s for s, e in zip(starts, ends, strict=True)] == [r.inner] * 3
+    assert r.energy_j == pytest.approx(1.0)

@@ -82,3 +82,13 @@ def test_choose_inner_and_bad_arguments() -> None:
     with pytest.raises(ValueError):
         measure(lambda i: None, HostClock(), repeats=0)
     assert Samples([1.0, 3.0]).median_s == 2.0
+
+
+def test_lead_calls_run_before_each_start_and_are_not_timed() -> None:
+    fake = FakeTime([7.0, 9.0, 1.0, 9.0, 2.0])  # warm-up, then (lead, timed) twice: the 9 s leads are not counted
+    samples = measure(fake.work, HostClock(now=fake), repeats=2, warmup=1, lead=1)
+    assert samples.times_s == [1.0, 2.0]
+    assert fake.calls == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError):
+        measure(fake.work, HostClock(now=fake), lead=-1)
+    assert EventClock.queues_ahead and not HostClock.queues_ahead
