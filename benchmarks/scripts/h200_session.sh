@@ -34,10 +34,11 @@ sweep() {  # gpukit bench --sweep, then its report as HTML and Markdown
 }
 train() { PYTHONPATH=$NP246 timeout 150 python3 benchmarks/scripts/train_throughput.py --out "$D" > "$D/train.log" 2>&1; echo "train rc=$?"; }
 accept() { PYTHONPATH=$NP246 timeout 220 python3 examples/gpu_acceptance.py --out "$D" --part 1 > "$D/accept.log" 2>&1; echo "acceptance rc=$?"; }
-gib() {  # issue 5's 1 GiB comparison (float32 and int32) and the seed example, written as a baseline too
-  PYTHONPATH=$NP246 timeout 180 python3 -m gpukit bench vector-add saxpy --size 1GiB --size 1GiB:int32 --device cuda \
-    --db "$D/results.db" --json --markdown "$D/gib.md" --write-baseline "$D/h200.json" > "$D/gib.json" 2> "$D/gib.err"
-  echo "gib rc=$?"
+gib() {  # issue 5's 1 GiB comparison, written as a baseline too; the int32 add; the seed example
+  PYTHONPATH=$NP246 timeout 180 python3 -m gpukit bench vector-add saxpy --size 1GiB --device cuda --db "$D/results.db" \
+    --json --markdown "$D/gib.md" --write-baseline "$D/h200.json" > "$D/gib.json" 2> "$D/gib.err"; echo "gib rc=$?"
+  PYTHONPATH=$NP246 timeout 120 python3 -m gpukit bench vector-add --size 1GiB:int32 --device cuda --db "$D/results.db" \
+    --json --markdown "$D/gib_int32.md" > "$D/gib_int32.json" 2> "$D/gib_int32.err"; echo "gib int32 rc=$?"
   PYTHONPATH=$NP246 timeout 60 python3 -m gpukit bench vector-add --seed-example --db "$D/results.db" > "$D/seed_example.txt" 2>&1
   echo "seed example rc=$?"
 }
@@ -45,8 +46,8 @@ energy() {  # the same rows again with NVML energy per call: a second sample of 
   PYTHONPATH=$NP246 timeout 180 python3 -m gpukit bench vector-add saxpy --size 1GiB --device cuda --energy \
     --db "$D/results.db" --json --markdown "$D/energy.md" > "$D/energy.json" 2> "$D/energy.err"; echo "energy rc=$?"
 }
-baseline() {  # the baseline gpukit ships, checked on this node (exit 0: every row within tolerance)
-  PYTHONPATH=$NP246 timeout 180 python3 -m gpukit bench vector-add saxpy --size 1GiB --device cuda --baseline h200 \
+baseline() {  # a baseline (default: the one gpukit ships) checked on this node (exit 0: every row within tolerance)
+  PYTHONPATH=$NP246 timeout 180 python3 -m gpukit bench vector-add saxpy --size 1GiB --device cuda --baseline "${BASELINE:-h200}" \
     --db "$D/results.db" > "$D/baseline_check.log" 2>&1; echo "shipped baseline check rc=$?"
 }
 quick() {  # issue 5: gpukit bench --quick in <= 60 s on the H200
@@ -62,6 +63,7 @@ trainchk() {  # the training-step gradient check at the batches where the first 
     --device all --db "$D/results.db" --json --markdown "$D/cnn.md" > "$D/cnn.json" 2> "$D/cnn.err"; echo "cnn-train rc=$?"
 }
 kernels() { PYTHONPATH=$NP246 timeout 90 python3 -m pytest -q tests/gpu/test_kernels_gpu.py > "$D/kernels_gpu.log" 2>&1; echo "kernel GPU tests rc=$?"; }
+enginetests() { PYTHONPATH=$NP246 timeout 150 python3 -m pytest -q tests/gpu/test_bench_engine_gpu.py > "$D/engine_gpu.log" 2>&1; echo "engine GPU tests rc=$?"; }
 plan() { PYTHONPATH=$NP246 timeout 150 python3 benchmarks/scripts/plan_grid.py --out "$D" > "$D/plan.log" 2>&1; echo "plan grid rc=$?"; }
 ddp() { timeout 120 python3 benchmarks/scripts/train_ddp.py --out "$D" --images 16384 --epochs 4 > "$D/ddp.log" 2>&1; echo "DDP rc=$?"; }
 
@@ -73,7 +75,7 @@ run_steps() {  # run_steps LANE STEP… : each step in its own folder under $W/L
   stamp "$lane: done"
   tar czf "$OUT/$lane.tgz" -C "$W" "$lane" 2>/dev/null  # each lane's results come back even if a later one is cut
 }
-export -f run_steps stamp info sweep train accept gib energy baseline quick trainchk kernels plan ddp
+export -f run_steps stamp info sweep train accept gib energy baseline quick trainchk kernels enginetests plan ddp
 export W T0 NP246 ROOT OUT
 
 if [ $# -eq 0 ]; then set -- info -- sweep train -- accept baseline plan -- ddp; fi

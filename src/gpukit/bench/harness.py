@@ -223,9 +223,10 @@ def _measure(
     warmup = 0 if one_s > 0.5 else settings.warmup  # a slow call is its own warm-up (two calls already ran)
     clock = backend.clock()
     lead = 1 if clock.queues_ahead and one_s < LEAD_BELOW_S else 0
-    if settings.energy and backend.device == "cuda":
-        repeats = max(repeats, math.ceil(ENERGY_MIN_S * 1.2 / (one_s * inner)))
     repeats = max(3, min(repeats, int(settings.budget_s / (one_s * (inner + lead))) or 3))
+    # Energy: sample on until the timed calls make a second of device time (the per-call estimate above is a
+    # host-timed call, launch and sync included, so counting samples from it fell short of the second).
+    min_total_s = ENERGY_MIN_S * 1.05 if settings.energy and backend.device == "cuda" else 0.0
 
     before = _telemetry(backend, settings.gpu_index)
     n = len(sets)
@@ -237,6 +238,7 @@ def _measure(
         inner=inner,
         max_total_s=settings.budget_s,
         lead=lead,
+        min_total_s=min_total_s,
     )
     after = _telemetry(backend, settings.gpu_index)
     _record(row, workload, impl, size, prep.ref, samples.times_s, inner, before, after, samples.warmup, lead)

@@ -56,7 +56,10 @@ def plan(
         raise ConfigError(f"unknown backend {', '.join(unknown)}", hint=f"known: {', '.join(sorted(known))}")
     items: list[tuple[Workload, str, Size]] = []
     for w in workloads:
-        size_list = [w.parse_size(s) for s in sizes] if sizes else w.sizes(quick)
+        try:
+            size_list = [w.parse_size(s) for s in sizes] if sizes else w.sizes(quick)
+        except ConfigError as exc:  # with several workloads, say which one refused the size
+            raise ConfigError(f"{w.name}: {exc.message}", hint=exc.hint) from exc
         names = [
             n
             for n, impl in w.implementations.items()

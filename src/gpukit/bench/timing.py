@@ -137,12 +137,15 @@ def measure(
     inner: int = 1,
     max_total_s: float | None = None,
     lead: int = 0,
+    min_total_s: float = 0.0,
 ) -> Samples:
     """Warm up, then time ``repeats`` samples of ``inner`` calls of ``fn(call_index)``.
 
     ``lead`` calls run untimed before each sample's ``clock.start()`` (see the module docstring; use it with a clock
-    whose ``queues_ahead`` is true). ``max_total_s`` stops sampling early (keeping at least three samples) when a
-    slow implementation would pass its time budget; the samples taken so far are returned.
+    whose ``queues_ahead`` is true). ``min_total_s`` keeps sampling past ``repeats`` until the timed calls add up
+    to that many seconds (an energy reading needs about a second of work). ``max_total_s`` stops sampling early
+    (keeping at least three samples) when a slow implementation would pass its time budget; the samples taken so far
+    are returned.
     """
     if repeats < 1 or inner < 1 or lead < 0:
         raise ValueError("repeats and inner must be >= 1, lead >= 0")
@@ -152,7 +155,7 @@ def measure(
         index += 1
     samples = Samples(inner=inner, warmup=warmup)
     spent = 0.0
-    for _ in range(repeats):
+    while len(samples.times_s) < repeats or spent < min_total_s:
         for _ in range(lead):  # queued, not waited for: the device is still running them at clock.start()
             fn(index)
             index += 1
@@ -164,5 +167,7 @@ def measure(
         samples.times_s.append(elapsed / inner)
         spent += elapsed
         if max_total_s is not None and spent > max_total_s and len(samples.times_s) >= 3:
+            break
+        if elapsed <= 0 and len(samples.times_s) >= repeats:  # a clock that does not advance never reaches min_total_s
             break
     return samples

@@ -135,6 +135,8 @@ def test_bad_input_exits_2(run_cli: Callable[..., Any], tmp_path: Path) -> None:
     assert run_cli("bench", "vector-add", "--size", "lots", "--no-save").exit_code == 2
     assert run_cli("bench", "--workload", "nofile.py:X", "--no-save").exit_code == 2
     assert run_cli("bench", "vector-add", "--tolerance", "abc", "--no-save").exit_code == 2
+    res = run_cli("bench", "vector-add", "saxpy", "--size", "4KiB:int32", "--no-save")  # saxpy is float32 only
+    assert res.exit_code == 2 and "saxpy: unsupported dtype 'int32'" in res.stderr
     factory = tmp_path / "factory.py"
     factory.write_text("def make():\n    raise RuntimeError('no such device')\n")
     res = run_cli("bench", "--workload", f"{factory}:make", "--no-save")

@@ -276,3 +276,38 @@ def test_event_clocked_samples_queue_one_untimed_call_ahead(monkeypatch: pytest.
     assert [s - e for s, e in zip(starts[1:], ends[:-1], strict=True)] == [1, 1]
     assert [e - s for s, e in zip(starts, ends, strict=True)] == [r.inner] * 3
     assert r.energy_j == pytest.approx(1.0)
+
+
+def test_energy_runs_sample_on_until_a_second_of_device_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--energy on a GPU backend: the harness keeps sampling until the timed calls reach ENERGY_MIN_S, whatever the
+    host-timed per-call estimate said, so every row gets its reading (an H200 run left 8 of 11 rows without)."""
+    import time
+    from types import SimpleNamespace
+
+    from gpukit.bench import harness
+    from gpukit.bench.backends import get_backend
+
+    numpy_backend = get_backend("numpy")
+    as_gpu = SimpleNamespace(**{k: getattr(numpy_backend, k) for k in dir(numpy_backend) if not k.startswith("__")})
+    as_gpu.device = "cuda"
+    monkeypatch.setattr(harness, "get_backend", lambda name: as_gpu if name == "numpy" else get_backend(name))
+    joules, calls = [0.0], [0]
+
+    def add(inputs: Mapping[str, Any], out: Any, size: Any) -> None:
+        calls[0] += 1
+        time.sleep(0.02 if calls[0] <= 2 else 0.002)  # the first-call and sizing calls look 10x slower, as on a GPU
+        joules[0] += 0.5  # each call costs exactly 0.5 J
+        np.add(inputs["a"], inputs["b"], out=out)
+
+    monkeypatch.setattr(harness, "_telemetry", lambda _b, _i: SimpleNamespace(energy_j=joules[0], to_dict=dict))
+    monkeypatch.setattr(harness, "ENERGY_MIN_S", 0.2)
+    w = replace(get_workload("vector-add"), implementations={"slept": Implementation("numpy", add)})
+    s = w.parse_size("1000")
+    settings = Settings(repeats=3, warmup=1, budget_s=5, energy=True)
+    r = run_one(w, "slept", s, prepare(w, s, np.random.default_rng(0)), settings)
+    assert r.status == "ok" and sum(r.samples_s) * r.inner >= 0.2  # type: ignore[arg-type]
+    assert r.repeats is not None and r.repeats > 3
+    assert r.energy_j == pytest.approx(0.5)
+    calls[0] = 0
+    quiet = run_one(w, "slept", s, prepare(w, s, np.random.default_rng(0)), replace(settings, energy=False))
+    assert quiet.repeats == 3 and quiet.energy_j is None  # without --energy, no extra samples and no reading

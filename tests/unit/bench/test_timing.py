@@ -92,3 +92,14 @@ def test_lead_calls_run_before_each_start_and_are_not_timed() -> None:
     with pytest.raises(ValueError):
         measure(fake.work, HostClock(now=fake), lead=-1)
     assert EventClock.queues_ahead and not HostClock.queues_ahead
+
+
+def test_min_total_keeps_sampling_past_repeats_until_enough_time_is_timed() -> None:
+    fake = FakeTime([0.25] * 20)
+    samples = measure(fake.work, HostClock(now=fake), repeats=2, warmup=0, min_total_s=1.0)
+    assert samples.times_s == [0.25] * 4  # 2 asked for, 4 needed to time a whole second
+    capped = FakeTime([0.25] * 20)
+    capped_samples = measure(capped.work, HostClock(now=capped), repeats=2, warmup=0, min_total_s=10, max_total_s=0.6)
+    assert len(capped_samples.times_s) == 3
+    still = FakeTime([0.0] * 5)  # a clock that never advances cannot loop forever
+    assert len(measure(still.work, HostClock(now=still), repeats=2, warmup=0, min_total_s=1.0).times_s) == 2
