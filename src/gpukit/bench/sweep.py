@@ -7,8 +7,10 @@ GPU is faster — once comparing kernel times only, once end to end (host→devi
 How noise and flip-flops are treated. At each size the best CPU row is compared with the best GPU row. The GPU
 *wins* there when even its slowest sample beats the CPU's fastest ([min, max] of the samples do not overlap, GPU
 below); it *loses* when the reverse holds; otherwise the two are a *tie* (the difference is inside the run-to-run
-spread, MEASURING.md rule 6). The crossover is the smallest size that the GPU wins and after which it never loses
-again — so a lucky win below a loss does not count, and ties after the crossover do not undo it. Between the last
+spread, MEASURING.md rule 6). The crossover is the smallest size that the GPU wins and after which it never falls
+behind again — neither loses nor ties with the CPU's median ahead — so a lucky win below a loss does not count, ties
+the GPU leads on median do not undo it, and a GPU that wins at one size and trails (within the spread) at every
+larger one has no crossover within the sizes measured. Between the last
 size the GPU did not win and the crossover size, the point where the speedup passes 1 is interpolated on log–log
 axes (speedup ∝ size^k between two neighbours), labelled as an estimate.
 """
@@ -192,7 +194,10 @@ def find_crossover(workload: str, group: str, mode: str, points: Sequence[SizePo
     if len(pts) < 2:
         return Crossover(workload, group, mode, "insufficient", points=pts)
     verdicts = [p.verdict for p in pts]
-    last_loss = max((i for i, v in enumerate(verdicts) if v == "cpu"), default=-1)
+    # behind: a loss, or a tie in which the CPU's median is the faster (an H200 sweep had the MLP's GPU win at batch
+    # 128 and trail by 7-28 % on median at 512-8192, inside the CPU's spread: "GPU faster from 128" misled)
+    behind = [v == "cpu" or (v == "tie" and p.speedup < 1.0) for v, p in zip(verdicts, pts, strict=True)]
+    last_loss = max((i for i, b in enumerate(behind) if b), default=-1)
     first = next((i for i in range(last_loss + 1, len(pts)) if verdicts[i] == "gpu"), None)
     if first is None:
         return Crossover(workload, group, mode, "never", points=pts)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,14 +21,27 @@ from gpukit.errors import TrainError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["atomic_write_bytes", "latest_good", "list_checkpoints", "load", "optimizer_tensors", "save"]
+__all__ = ["atomic_write_bytes", "file_mode", "latest_good", "list_checkpoints", "load", "optimizer_tensors", "save"]
+
+
+def file_mode(path: Path) -> int:
+    """The permissions a plain ``open(path, "w")`` would leave: the existing file's, else 0o666 less the umask.
+    (mkstemp creates its file 0o600, which would make every report and checkpoint private to its writer.)"""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old or the new file, never a torn one."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -112,6 +112,18 @@ def test_ties_after_the_crossover_do_not_undo_it_but_a_loss_does():
     assert find_crossover("w", "", "kernel", pts([0.5, 0.5, 2.0, 0.5])).status == "never"  # last size lost
 
 
+def test_a_tie_the_cpu_leads_on_median_is_not_staying_ahead():
+    def pts(speedups):
+        return [
+            SizePoint(str(2**i), 2**i, "c", "g", s, 1.0, (s * 0.7, s * 1.5), (0.9, 1.1)) for i, s in enumerate(speedups)
+        ]
+
+    # the H200 MLP shape: a win at one size, then ties with the CPU ahead on median up to the largest size
+    assert find_crossover("w", "", "kernel", pts([0.5, 2.0, 0.8, 0.8])).status == "never"
+    assert find_crossover("w", "", "kernel", pts([0.5, 2.0, 0.8, 2.0])).size_label == "8"
+    assert find_crossover("w", "", "kernel", pts([0.5, 2.0, 1.2, 2.0])).size_label == "2"  # GPU leads the tie
+
+
 def test_groups_failed_rows_and_missing_sides():
     rows = fake_device(1e-6, 1e-3, 1e-8, group="bf16") + fake_device(1e-6, 1e-3, 1e-8, group="fp32")
     rows.append(_row("w", "gpu-impl", "cuda", "99999-fp8", 1e-3))  # GPU only: no comparison

@@ -115,6 +115,24 @@ def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["f.bin"] and (tmp_path / "f.bin").read_bytes() == b"two"
 
 
+def test_atomic_write_gives_the_permissions_open_would(tmp_path: Path) -> None:
+    """Not mkstemp's 0o600: a report or checkpoint others should read gets 0o666 less the umask; a file that
+    exists keeps its own mode."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        checkpoint.atomic_write_bytes(tmp_path / "new.html", b"x")
+        assert (tmp_path / "new.html").stat().st_mode & 0o777 == 0o644
+        kept = tmp_path / "kept.json"
+        kept.write_bytes(b"{}")
+        kept.chmod(0o640)
+        checkpoint.atomic_write_bytes(kept, b"[]")
+        assert kept.stat().st_mode & 0o777 == 0o640 and kept.read_bytes() == b"[]"
+    finally:
+        os.umask(old)
+
+
 def test_epoch_plan_is_a_seeded_permutation() -> None:
     from gpukit.train.augment import AugmentConfig
 
