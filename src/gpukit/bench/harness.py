@@ -34,6 +34,10 @@ MAX_COPIES = 8
 # Below this per-call time an event-timed sample is preceded by one untimed call (timing.measure's ``lead``), so the
 # host's launch of the first timed call is hidden behind device work; above it a launch is < 0.5 % of the call.
 LEAD_BELOW_S = 0.01
+# A call slower than this is warm after the first call and the sizing call (no further warm-up calls), and under
+# --quick takes Settings.slow_repeats samples: pure Python and NumPy Mandelbrot rows made up half of a 61 s --quick
+# on an H200 host whose CPU side was slow (26 GB/s of memory bandwidth), against 34 s on another.
+SLOW_CALL_S = 0.1
 ENERGY_MIN_S = 1.0  # NVML's energy counter needs about a second of work to mean something
 
 
@@ -58,6 +62,7 @@ class Settings:
     target_sample_s: float = 2e-3  # each sample lasts at least this long (back-to-back calls)
     energy: bool = False
     gpu_index: int = 0
+    slow_repeats: int | None = None  # calls slower than SLOW_CALL_S take at most this many samples (--quick: 3)
 
 
 @dataclass
@@ -76,6 +81,7 @@ def prepare(workload: Workload, size: Size, rng: np.random.Generator) -> Prepare
 # What a row measured; a row that is not ok carries none of it (results.py: a failure is never a time).
 _MEASURED_FIELDS = (
     *("compile_s", "h2d_s", "d2h_s", "kernel_median_s", "kernel_min_s", "kernel_max_s", "end_to_end_s", "energy_j"),
+    "launch_s",
     *THROUGHPUT_UNITS,
 )
 
@@ -220,14 +226,24 @@ def _measure(
         copies = min(MAX_COPIES, math.ceil(ROTATE_BELOW_BYTES[backend.device] / in_bytes))
         sets += [_to_device(impl, backend, prep.inputs, size) for _ in range(copies - 1)]
     inner = choose_inner(one_s, settings.target_sample_s)
-    warmup = 0 if one_s > 0.5 else settings.warmup  # a slow call is its own warm-up (two calls already ran)
+    slow = one_s > SLOW_CALL_S
+    warmup = 0 if slow else settings.warmup  # a slow call is its own warm-up (two calls already ran)
+    if slow and settings.slow_repeats:
+        repeats = min(repeats, settings.slow_repeats)
     clock = backend.clock()
-    lead = 1 if clock.queues_ahead and one_s < LEAD_BELOW_S else 0
+    queues_ahead = bool(getattr(clock, "queues_ahead", False))  # a backend's own clock may predate the attribute
+    lead = 1 if queues_ahead and one_s < LEAD_BELOW_S else 0
     repeats = max(3, min(repeats, int(settings.budget_s / (one_s * (inner + lead))) or 3))
     # Energy: sample on until the timed calls make a second of device time (the per-call estimate above is a
     # host-timed call, launch and sync included, so counting samples from it fell short of the second).
     min_total_s = ENERGY_MIN_S * 1.05 if settings.energy and backend.device == "cuda" else 0.0
 
+    pad = None
+    if queues_ahead:
+        try:
+            pad = backend.pad()
+        except Exception:  # without a pad the lead call still hides most of a launch, and the row's launch_s
+            pad = None  # shows whether the host, not the device, set the pace
     before = _telemetry(backend, settings.gpu_index)
     n = len(sets)
     samples = measure(
@@ -239,8 +255,11 @@ def _measure(
         max_total_s=settings.budget_s,
         lead=lead,
         min_total_s=min_total_s,
+        pad=pad,
     )
     after = _telemetry(backend, settings.gpu_index)
+    if queues_ahead and samples.issue_s:  # the host's side of each call: launch-bound when it exceeds the kernel
+        row.launch_s = float(np.median(samples.issue_s))
     _record(row, workload, impl, size, prep.ref, samples.times_s, inner, before, after, samples.warmup, lead)
     return row
 
@@ -263,7 +282,9 @@ def _record(
     row.repeats, row.inner = len(times), inner
     row.kernel_median_s = float(np.median(t))
     row.kernel_min_s, row.kernel_max_s = t[0], t[-1]
-    row.end_to_end_s = (row.h2d_s or 0.0) + row.kernel_median_s + (row.d2h_s or 0.0)
+    # A caller cannot issue calls faster than the host launches them: end to end counts the slower of the two.
+    per_call = max(row.kernel_median_s, row.launch_s or 0.0)
+    row.end_to_end_s = (row.h2d_s or 0.0) + per_call + (row.d2h_s or 0.0)
     row.flops, row.bytes = workload.flops(size), workload.bytes(size)
     scale = THROUGHPUT_UNITS[workload.unit][0]
     amount = (impl.amount or workload.amount)(size, ref)

@@ -28,7 +28,8 @@ class Result:
 
     ``backend`` is the implementation's name as shown in the table (``cupy-cuda-c``, ``cupy-cuda-c-naive``, ``numpy``);
     ``device`` is ``cpu`` or ``cuda``. ``size`` is the size label (``1GiB``, ``1536x1024x20``). ``kernel_*`` are per
-    call; ``end_to_end_s`` = h2d + kernel median + d2h. ``speedup`` is kernel-only against the best CPU result for the
+    call; ``launch_s`` is the host's time to issue one call (GPU rows timed with events), and ``end_to_end_s`` = h2d +
+    max(kernel median, launch) + d2h. ``speedup`` is kernel-only against the best CPU result for the
     same workload and size; ``speedup_e2e`` uses end-to-end times on both sides.
     """
 
@@ -48,6 +49,7 @@ class Result:
     kernel_median_s: float | None = None
     kernel_min_s: float | None = None
     kernel_max_s: float | None = None
+    launch_s: float | None = None  # GPU rows: host seconds to issue one call; above the kernel time: launch-bound
     d2h_s: float | None = None
     end_to_end_s: float | None = None
     throughput_unit: str | None = None
@@ -71,6 +73,11 @@ class Result:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def launch_bound(self) -> bool:
+        """Issuing a call from the host took longer than the device took to run it."""
+        return bool(self.ok and self.launch_s and self.kernel_median_s and self.launch_s > self.kernel_median_s)
 
     @property
     def throughput(self) -> float | None:

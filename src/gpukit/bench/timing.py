@@ -12,11 +12,21 @@ A :class:`Clock` times one region: ``start()`` then ``stop() -> seconds``. Two k
 (so a tiny kernel is timed well above timer resolution and launch gaps) and records the mean per call. The function
 receives a running call index so it can rotate input buffers and keep small inputs from sitting in cache.
 
-With an event clock, ``lead`` untimed calls are queued before each sample's start event. The device is then still
-busy with them while the host records the start event and launches the timed calls, so the sample holds device time
-only. Without a lead, the start event fires on an idle stream and the sample also counts the host's launch of the
-first call: tens of microseconds from Python, several per cent of a 1 ms sample, and more when the host is busy.
-A host clock gains nothing from a lead: it synchronizes before it starts.
+Time the device, not the launch (MEASURING.md rule 4). With an event clock the start event is only queued, so
+whatever the device is still running when the host reaches ``clock.start()`` keeps it busy while the timed calls
+are launched. Two things provide that:
+
+* ``lead`` untimed calls of the function itself before each sample. Enough when one call runs longer on the device
+  than the host takes to launch the next (a 1 GiB add: 0.74 ms against ~20 µs).
+* a ``pad``: a spin kernel queued first, lasting a little longer than the host took to issue one sample's calls the
+  last time (measured: ``Samples.issue_s``). Needed for kernels shorter than their launch — a 5 µs kernel launched
+  from Python every 30 µs would otherwise be timed at the launch rate.
+
+Without either, the start event fires on an idle stream and each sample also counts host launches: tens of
+microseconds from Python, several per cent of a 1 ms sample and most of a microsecond kernel's. A host clock gains
+nothing from them: it synchronizes before it starts. The host's own cost per call is not lost: ``issue_s`` keeps it,
+and the harness reports it as the row's launch time (a row whose launch exceeds its kernel time is launch-bound:
+called one by one from Python it runs at the launch rate).
 """
 
 from __future__ import annotations
@@ -28,7 +38,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["Clock", "EventClock", "HostClock", "Samples", "choose_inner", "measure"]
+__all__ = ["PAD_MAX_S", "Clock", "EventClock", "HostClock", "Samples", "choose_inner", "make_pad", "measure"]
+
+PAD_MAX_S = 0.05  # the longest pad queued before one sample (a host that needs longer to issue it is launch-bound)
 
 
 class Clock(Protocol):
@@ -96,6 +108,7 @@ class Samples:
     times_s: list[float] = field(default_factory=list)
     inner: int = 1
     warmup: int = 0
+    issue_s: list[float] = field(default_factory=list)  # host seconds per call to issue each sample's calls
 
     @property
     def median_s(self) -> float:
@@ -128,6 +141,24 @@ def choose_inner(first_call_s: float, target_sample_s: float = 1e-3, max_inner: 
     return max(1, min(max_inner, math.ceil(target_sample_s / first_call_s)))
 
 
+def make_pad(spin: Callable[[int], None], clock: Clock, units: int) -> Callable[[float], None]:
+    """A pad for :func:`measure`: ``pad(seconds)`` queues a spin of about that long.
+
+    ``spin(n)`` queues device work that lasts in proportion to ``n`` (a clock64 loop); ``units`` is a count that
+    lasts about a millisecond. The rate is measured once here with ``clock`` after a warm-up spin."""
+    spin(units)  # compile / load, and bring the clocks up
+    clock.start()
+    spin(units)
+    per_unit = clock.stop() / units
+    if not per_unit > 0:
+        raise ValueError(f"the spin kernel did not take measurable time ({per_unit!r} s per unit)")
+
+    def pad(seconds: float) -> None:
+        spin(max(1, math.ceil(seconds / per_unit)))
+
+    return pad
+
+
 def measure(
     fn: Callable[[int], None],
     clock: Clock,
@@ -138,32 +169,42 @@ def measure(
     max_total_s: float | None = None,
     lead: int = 0,
     min_total_s: float = 0.0,
+    pad: Callable[[float], None] | None = None,
 ) -> Samples:
     """Warm up, then time ``repeats`` samples of ``inner`` calls of ``fn(call_index)``.
 
     ``lead`` calls run untimed before each sample's ``clock.start()`` (see the module docstring; use it with a clock
-    whose ``queues_ahead`` is true). ``min_total_s`` keeps sampling past ``repeats`` until the timed calls add up
-    to that many seconds (an energy reading needs about a second of work). ``max_total_s`` stops sampling early
-    (keeping at least three samples) when a slow implementation would pass its time budget; the samples taken so far
-    are returned.
+    whose ``queues_ahead`` is true), and so does ``pad(seconds)``, queued first, long enough to cover issuing the lead
+    and timed calls as last measured (warm-up calls give the first estimate). ``min_total_s`` keeps sampling past
+    ``repeats`` until the timed calls add up to that many seconds (an energy reading needs about a second of work).
+    ``max_total_s`` stops sampling early (keeping at least three samples) when a slow implementation would pass its
+    time budget; the samples taken so far are returned.
     """
     if repeats < 1 or inner < 1 or lead < 0:
         raise ValueError("repeats and inner must be >= 1, lead >= 0")
     index = 0
+    t0 = time.perf_counter()
     for _ in range(warmup):
         fn(index)
         index += 1
     samples = Samples(inner=inner, warmup=warmup)
+    issue = (time.perf_counter() - t0) / warmup if warmup else 0.0  # host seconds to issue one call
     spent = 0.0
     while len(samples.times_s) < repeats or spent < min_total_s:
+        if pad is not None and issue > 0:
+            pad(min(PAD_MAX_S, issue * (inner + lead) * 1.5 + 20e-6))  # queued, not waited for
         for _ in range(lead):  # queued, not waited for: the device is still running them at clock.start()
             fn(index)
             index += 1
         clock.start()
+        t0 = time.perf_counter()
         for _ in range(inner):
             fn(index)
             index += 1
+        issued = (time.perf_counter() - t0) / inner
         elapsed = clock.stop()
+        samples.issue_s.append(issued)
+        issue = max(issue, issued)
         samples.times_s.append(elapsed / inner)
         spent += elapsed
         if max_total_s is not None and spent > max_total_s and len(samples.times_s) >= 3:

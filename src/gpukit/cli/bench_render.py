@@ -43,6 +43,7 @@ CSV_FIELDS = (
     "kernel_median_s",
     "kernel_min_s",
     "kernel_max_s",
+    "launch_s",
     "d2h_s",
     "end_to_end_s",
     "throughput_unit",
@@ -71,7 +72,25 @@ def _kernel(r: Result) -> str:
         reason = (r.reason or "").replace("\n", " ")
         return f"{r.status}: {reason[:60]}{'…' if len(reason) > 60 else ''}"
     spread = f"{render.fmt_seconds(r.kernel_min_s)}–{render.fmt_seconds(r.kernel_max_s)}"
-    return f"{render.fmt_seconds(r.kernel_median_s)} ({spread})"
+    mark = f" {LAUNCH_MARK}" if r.launch_bound else ""
+    return f"{render.fmt_seconds(r.kernel_median_s)} ({spread}){mark}"
+
+
+LAUNCH_MARK = "‡"
+
+
+def launch_note(results: list[Result]) -> str | None:
+    """The footnote for rows whose host launch outlasts the kernel, or None when there are none."""
+    bound = [r for r in results if r.launch_bound]
+    if not bound:
+        return None
+    worst = max(bound, key=lambda r: (r.launch_s or 0.0) / (r.kernel_median_s or 1.0))
+    return (
+        f"{LAUNCH_MARK} launch-bound: the host took longer to issue each call than the GPU took to run it "
+        f"(e.g. {worst.backend} {worst.size}: {render.fmt_seconds(worst.launch_s)} to launch, "
+        f"{render.fmt_seconds(worst.kernel_median_s)} on the device). The kernel column is device time; called one "
+        "at a time from Python these run at the launch rate, which end to end (--json: end_to_end_s, launch_s) counts."
+    )
 
 
 def _transfers(r: Result) -> str:
@@ -150,6 +169,8 @@ def print_run(run: Run) -> None:
     console.print(
         render.table(RESULT_COLUMNS, results_rows(run.results), title="Results (speedup: kernel vs best CPU)")
     )
+    if note := launch_note(run.results):
+        render.console.print(f"[dim]{note}[/]")
     # One line per reason a backend is missing here, with the command that fixes it.
     missing: dict[tuple[str, str], list[str]] = {}
     for r in run.results:
@@ -201,6 +222,8 @@ def to_markdown(run: Run) -> str:
         table(list(RESULT_COLUMNS), results_rows(run.results)),
         "",
     ]
+    if note := launch_note(run.results):
+        head += [note, ""]
     return "\n".join(head)
 
 

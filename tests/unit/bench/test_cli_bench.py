@@ -179,3 +179,20 @@ def test_baseline_with_no_row_in_common_is_not_a_pass(run_cli: Callable[..., Any
     )  # fmt: skip
     assert res.exit_code == 2 and "measured none of the" in res.stderr
     assert "--size 1GiB" in res.stderr  # the hint gives the baseline's own command
+
+
+def test_launch_bound_rows_are_marked_and_explained() -> None:
+    from gpukit.bench.results import Result, Run
+    from gpukit.cli import bench_render
+
+    tiny = Result("mandelbrot", "cupy-cuda-c", "cuda", "1536x1024x20", kernel_median_s=5e-6, kernel_min_s=4e-6,
+                  kernel_max_s=6e-6, launch_s=3e-5)  # fmt: skip
+    big = Result("vector-add", "cupy-cuda-c", "cuda", "1GiB", kernel_median_s=7.4e-4, kernel_min_s=7.3e-4,
+                 kernel_max_s=7.5e-4, launch_s=2e-5)  # fmt: skip
+    cpu = Result("vector-add", "numpy", "cpu", "1GiB", kernel_median_s=0.1, kernel_min_s=0.1, kernel_max_s=0.1)
+    assert tiny.launch_bound and not big.launch_bound and not cpu.launch_bound
+    rows = bench_render.results_rows([tiny, big, cpu])
+    assert rows[0][6].endswith("‡") and "‡" not in rows[1][6] and "‡" not in rows[2][6]
+    md = bench_render.to_markdown(Run(started_at="2026-11-30T00:00:00Z", results=[tiny, big, cpu]))
+    assert "‡ launch-bound" in md and "30 µs to launch" in md
+    assert bench_render.launch_note([big, cpu]) is None

@@ -259,6 +259,8 @@ def test_event_clocked_samples_queue_one_untimed_call_ahead(monkeypatch: pytest.
     numpy_backend = get_backend("numpy")
     evented = SimpleNamespace(**{k: getattr(numpy_backend, k) for k in dir(numpy_backend) if not k.startswith("__")})
     evented.clock = lambda: EventClock(Event, lambda s, e: e.t - s.t)
+    pads: list[float] = []
+    evented.pad = lambda: pads.append
     monkeypatch.setattr(harness, "get_backend", lambda name: evented if name == "numpy" else get_backend(name))
 
     def add(inputs: Mapping[str, Any], out: Any, size: Any) -> None:
@@ -276,6 +278,10 @@ def test_event_clocked_samples_queue_one_untimed_call_ahead(monkeypatch: pytest.
     assert [s - e for s, e in zip(starts[1:], ends[:-1], strict=True)] == [1, 1]
     assert [e - s for s, e in zip(starts, ends, strict=True)] == [r.inner] * 3
     assert r.energy_j == pytest.approx(1.0)
+    assert len(pads) == 3 and all(0 < p <= 0.05 for p in pads)  # a pad ahead of every sample
+    # the host's side of a call is reported; end to end counts the slower of it and the device time
+    assert r.launch_s is not None and r.launch_s > 0
+    assert r.end_to_end_s == pytest.approx(max(r.kernel_median_s, r.launch_s))  # type: ignore[type-var]
 
 
 def test_energy_runs_sample_on_until_a_second_of_device_time(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -311,3 +317,32 @@ def test_energy_runs_sample_on_until_a_second_of_device_time(monkeypatch: pytest
     calls[0] = 0
     quiet = run_one(w, "slept", s, prepare(w, s, np.random.default_rng(0)), replace(settings, energy=False))
     assert quiet.repeats == 3 and quiet.energy_j is None  # without --energy, no extra samples and no reading
+
+
+def test_slow_calls_skip_warmup_and_quick_caps_their_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call slower than SLOW_CALL_S is warm after the first and sizing calls; --quick (slow_repeats=3) takes three
+    samples of it, a normal run all it asked for; a fast call keeps its warm-up and its repeats."""
+    import time
+
+    from gpukit.bench import harness
+
+    monkeypatch.setattr(harness, "SLOW_CALL_S", 0.01)
+    calls = [0]
+
+    def slow_add(inputs: Mapping[str, Any], out: Any, size: Any) -> None:
+        calls[0] += 1
+        time.sleep(0.015)
+        np.add(inputs["a"], inputs["b"], out=out)
+
+    w = replace(get_workload("vector-add"), implementations={"slow": Implementation("numpy", slow_add)})
+    s = w.parse_size("1000")
+    prep = prepare(w, s, np.random.default_rng(0))
+    quick = run_one(w, "slow", s, prep, Settings(repeats=5, warmup=1, budget_s=5, slow_repeats=3))
+    assert quick.status == "ok" and quick.repeats == 3 and quick.inner == 1
+    assert calls[0] == 2 + 3  # first call, sizing call, three samples: no warm-up call
+    calls[0] = 0
+    full = run_one(w, "slow", s, prep, Settings(repeats=5, warmup=1, budget_s=5))
+    assert full.repeats == 5 and calls[0] == 2 + 5
+    fast_w = get_workload("vector-add")
+    fast = run_one(fast_w, "numpy", s, prep, Settings(repeats=5, warmup=1, budget_s=5, slow_repeats=3))
+    assert fast.status == "ok" and fast.repeats == 5

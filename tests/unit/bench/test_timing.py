@@ -103,3 +103,51 @@ def test_min_total_keeps_sampling_past_repeats_until_enough_time_is_timed() -> N
     assert len(capped_samples.times_s) == 3
     still = FakeTime([0.0] * 5)  # a clock that never advances cannot loop forever
     assert len(measure(still.work, HostClock(now=still), repeats=2, warmup=0, min_total_s=1.0).times_s) == 2
+
+
+def test_pad_is_queued_first_and_covers_the_measured_issue_time() -> None:
+    """Each sample: pad (long enough for the host to issue the lead and timed calls, as last measured), lead, start,
+    the timed calls; the host's issue time per call is kept."""
+    import time
+
+    log: list[tuple[str, float]] = []
+
+    def fn(index: int) -> None:
+        time.sleep(0.002)  # the host's side of a launch
+        log.append(("call", index))
+
+    class Clock:
+        queues_ahead = True
+
+        def start(self) -> None:
+            log.append(("start", 0))
+
+        def stop(self) -> float:
+            return 1e-3
+
+    samples = measure(fn, Clock(), repeats=2, warmup=1, inner=2, lead=1, pad=lambda s: log.append(("pad", s)))
+    kinds = [k for k, _ in log]
+    assert kinds == ["call", "pad", "call", "start", "call", "call", "pad", "call", "start", "call", "call"]
+    pads = [s for k, s in log if k == "pad"]
+    assert all(3 * 0.002 * 1.5 <= s <= 0.05 for s in pads)  # (2 timed + 1 lead) x 2 ms x 1.5, under PAD_MAX_S
+    assert len(samples.issue_s) == 2 and all(0.002 <= s < 0.05 for s in samples.issue_s)
+
+
+def test_make_pad_calibrates_the_spin_rate_once() -> None:
+    from gpukit.bench.timing import make_pad
+
+    spins: list[int] = []
+
+    class Clock:
+        def start(self) -> None:
+            self.n = len(spins)
+
+        def stop(self) -> float:
+            return spins[-1] * 2e-9  # the spin runs at 2 ns per unit
+
+    pad = make_pad(spins.append, Clock(), 1000)
+    assert spins == [1000, 1000]  # warm-up, then the timed calibration
+    pad(1e-3)
+    assert spins[-1] == 500_000  # 1 ms at 2 ns per unit
+    with pytest.raises(ValueError):
+        make_pad(lambda n: None, HostClock(now=lambda: 0.0), 10)

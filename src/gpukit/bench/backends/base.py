@@ -8,6 +8,7 @@ package makes the backend *unavailable with the reason and the install command* 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +78,11 @@ class Backend(ABC):
     def clock(self) -> Clock:
         """The clock kernels are timed with: host clock here; CUDA events on GPU backends."""
         return HostClock(self.synchronize)
+
+    def pad(self) -> Callable[[float], None] | None:
+        """``pad(seconds)`` queues about that long of device work ahead of a sample (``timing.make_pad``), so the
+        timed calls are launched while the device is still busy; None where the clock waits for the device."""
+        return None
 
     def transfer_clock(self) -> Clock:
         """The clock transfers are timed with: host clock with device syncs (includes the host side of a copy)."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from gpukit.bench.backends.base import Availability, Backend
-from gpukit.bench.timing import Clock, EventClock
+from gpukit.bench.timing import Clock, EventClock, make_pad
 
 __all__ = ["CupyBackend"]
 
@@ -59,6 +61,11 @@ class CupyBackend(Backend):
 
         return EventClock(cupy.cuda.Event, lambda s, e: cupy.cuda.get_elapsed_time(s, e) / 1e3)
 
+    def pad(self) -> Callable[[float], None] | None:
+        import cupy
+
+        return _cupy_pad(int(cupy.cuda.runtime.getDevice()))
+
     def release(self) -> None:
         import cupy
 
@@ -68,3 +75,14 @@ class CupyBackend(Backend):
         import cupy
 
         return int(cupy.cuda.runtime.memGetInfo()[0])
+
+
+@cache
+def _cupy_pad(device_id: int) -> Callable[[float], None]:
+    """gpukit's CUDA C spin kernel (kernels.cu: gpukit_spin, SM cycles), calibrated once per GPU."""
+    import cupy
+
+    from gpukit.bench.kernels import cuda_c
+
+    clock = EventClock(cupy.cuda.Event, lambda s, e: cupy.cuda.get_elapsed_time(s, e) / 1e3)
+    return make_pad(cuda_c.spin, clock, 1_000_000)

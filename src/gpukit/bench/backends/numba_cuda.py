@@ -4,12 +4,14 @@ CPU: the backend then reports device "cpu" and a host clock (only correctness me
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from gpukit.bench.backends.base import Availability, Backend, poison_value
-from gpukit.bench.timing import Clock, EventClock, HostClock
+from gpukit.bench.timing import Clock, EventClock, HostClock, make_pad
 
 __all__ = ["NumbaCudaBackend"]
 
@@ -88,6 +90,9 @@ class NumbaCudaBackend(Backend):
             return HostClock(self.synchronize)
         return EventClock(_Event, lambda s, e: s.event.elapsed_time(e.event) / 1e3)
 
+    def pad(self) -> Callable[[float], None] | None:
+        return None if self.simulated else _numba_pad()
+
     def free_memory_bytes(self) -> int | None:
         if self.simulated:
             return None
@@ -101,3 +106,12 @@ class NumbaCudaBackend(Backend):
         from numba import cuda
 
         cuda.current_context().deallocations.clear()  # free what numba deferred, before the next result
+
+
+@cache
+def _numba_pad() -> Callable[[float], None]:
+    """A numba spin kernel (a chain of dependent multiply-adds), calibrated once per process."""
+    from gpukit.bench.kernels import numba_cuda
+
+    clock = EventClock(_Event, lambda s, e: s.event.elapsed_time(e.event) / 1e3)
+    return make_pad(numba_cuda.spin, clock, 250_000)

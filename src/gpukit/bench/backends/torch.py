@@ -7,12 +7,14 @@ Under ``TRITON_INTERPRET=1`` Triton kernels run in its interpreter on CPU tensor
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from gpukit.bench.backends.base import Availability, Backend
-from gpukit.bench.timing import Clock, EventClock, HostClock
+from gpukit.bench.timing import Clock, EventClock, HostClock, make_pad
 
 __all__ = ["TorchCpuBackend", "TorchCudaBackend", "TorchPageableOutBackend", "TorchPinnedOutBackend", "TritonBackend"]
 
@@ -91,6 +93,13 @@ class TorchCudaBackend(Backend):
 
         return EventClock(lambda: torch.cuda.Event(enable_timing=True), lambda s, e: s.elapsed_time(e) / 1e3)
 
+    def pad(self) -> Callable[[float], None] | None:
+        if self.device != "cuda":
+            return None
+        import torch
+
+        return _torch_pad(torch.cuda.current_device())
+
     def release(self) -> None:
         import torch
 
@@ -151,3 +160,12 @@ class TorchPinnedOutBackend(TorchHostOutBackend):
 class TorchPageableOutBackend(TorchHostOutBackend):
     name = "torch-d2h-pageable"
     pinned = False
+
+
+@cache
+def _torch_pad(device_index: int) -> Callable[[float], None]:
+    """torch's own spin kernel (``torch.cuda._sleep``, SM cycles) on the current stream, calibrated once per GPU."""
+    import torch
+
+    clock = EventClock(lambda: torch.cuda.Event(enable_timing=True), lambda s, e: s.elapsed_time(e) / 1e3)
+    return make_pad(torch.cuda._sleep, clock, 1_000_000)

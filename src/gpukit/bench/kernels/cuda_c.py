@@ -125,6 +125,11 @@ def _stream_grid(n: int) -> int:
     return max(1, min(_MAX_STREAM_BLOCKS, math.ceil(n / (STREAM_THREADS * STREAM_VECS * VEC))))
 
 
+def spin(cycles: int) -> None:
+    """Queue a one-thread kernel that spins for ``cycles`` SM clock cycles (the timing pad; not a workload)."""
+    _kernel("gpukit_spin")((1,), (1,), (np.int64(cycles),))
+
+
 def vector_add(a: Any, b: Any, out: Any) -> None:
     """``out = a + b`` for int32 or float32 cupy arrays (int32 wraps on overflow, like numpy)."""
     _check_arrays("vector_add", {"a": a, "b": b, "out": out}, ("int32", "float32"))

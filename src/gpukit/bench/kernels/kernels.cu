@@ -117,6 +117,14 @@ extern "C" __global__ void vector_add_naive_i32(const int* a, const int* b, int*
     if (i < n) out[i] = add_wrap(a[i], b[i]);
 }
 
+// Keeps the device busy for `cycles` SM clock cycles (one thread): the timing pad queued before a sample so the host
+// can launch the timed calls while the device is still busy (bench/timing.py). Not a workload.
+extern "C" __global__ void gpukit_spin(long long cycles) {
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}
+
 // ------------------------------------------------------------------------------------------------ Mandelbrot
 //
 // Count for pixel c = (cx, cy): the first n < max_iter with |z_n|^2 > 4 (z_0 = 0, z <- z^2 + c), else max_iter.

@@ -229,6 +229,27 @@ def _kernels() -> SimpleNamespace:
 
 
 @cache
+@cache
+def _spin_kernel() -> tuple[Any, Any]:
+    cuda = _cuda()
+
+    @cuda.jit
+    def spin_k(n, out):  # type: ignore[no-untyped-def]
+        # a chain of dependent multiply-adds: n steps of the FMA latency, and `out` keeps it from being removed
+        acc = out[0]
+        for _ in range(n):
+            acc = acc * 0.999 + 1.0
+        out[0] = acc
+
+    return spin_k, cuda.device_array(1, dtype=np.float64)
+
+
+def spin(n: int) -> None:
+    """Queue a one-thread kernel that runs ``n`` dependent multiply-adds (the timing pad; not a workload)."""
+    kernel, scratch = _spin_kernel()
+    kernel[1, 1](n, scratch)
+
+
 def _stream_grid_cap() -> tuple[int, int]:
     """(blocks, threads per block) for the grid-stride kernels: one full wave on the current GPU."""
     cuda = _kernels().cuda
