@@ -62,5 +62,7 @@ def test_tiny_kernels_are_timed_on_the_device_not_at_the_launch_rate() -> None:
             continue
         assert r.ok, r.reason
         assert r.launch_s is not None and r.launch_s > 0
-        assert r.kernel_median_s < 4e-6, (r.backend, r.kernel_median_s, r.launch_s)  # the device's few µs
-        assert r.launch_bound and r.end_to_end_s >= r.launch_s
+        assert r.kernel_median_s < 6e-6, (r.backend, r.kernel_median_s, r.launch_s)  # the device's few µs
+        assert r.end_to_end_s >= r.launch_s
+        if r.backend == "cupy-cuda-c":  # its Python wrapper checks every operand: ~10-20 µs per launch
+            assert r.launch_bound, (r.kernel_median_s, r.launch_s)
