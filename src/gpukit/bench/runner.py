@@ -116,7 +116,10 @@ def run_all(
     wl = resolve_workloads(workloads)
     items = plan(wl, backends, device, sizes, quick)
     settings = Settings(
-        repeats=repeat or (5 if quick else 10), warmup=1 if quick else 2, budget_s=budget_s, energy=energy,
+        repeats=repeat or (5 if quick else 10),
+        warmup=1 if quick else 2,
+        budget_s=budget_s,
+        energy=energy,
         slow_repeats=3 if quick and not repeat else None,
     )
     seed = seed if seed is not None else int.from_bytes(os.urandom(4), "little")
