@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gpukit.bench.results import Run
-from gpukit.errors import StoreError
+from gpukit.errors import ConfigError, StoreError
 
 __all__ = ["SCHEMA_VERSION", "RunSummary", "Store", "default_path"]
 
@@ -204,9 +204,10 @@ class Store:
         return out
 
     def load(self, run_id: int) -> Run:
-        """The run ``run_id`` with every row; StoreError when there is none."""
+        """The run ``run_id`` with every row. A missing history or run is bad input (ConfigError, exit 2), like
+        `gpukit report --last` on an empty history; StoreError (exit 1) is kept for a history that cannot be used."""
         if not self.path.exists():
-            raise StoreError(f"no results history at {self.path}", hint="run gpukit bench first, or pass --db")
+            raise ConfigError(f"no results history at {self.path}", hint="run gpukit bench first, or pass --db")
         con = self._connect(create=False)
         try:
             row = con.execute(
@@ -215,7 +216,7 @@ class Store:
                 (run_id,),
             ).fetchone()
             if row is None:
-                raise StoreError(f"no run {run_id} in {self.path}", hint="list runs with: gpukit history")
+                raise ConfigError(f"no run {run_id} in {self.path}", hint="list runs with: gpukit history")
             results = con.execute("SELECT row_json FROM results WHERE run_id = ? ORDER BY id", (run_id,)).fetchall()
         finally:
             con.close()

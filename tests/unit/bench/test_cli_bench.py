@@ -55,6 +55,9 @@ def test_bench_json_contract_and_history(run_cli: Callable[..., Any], tmp_path: 
     run_cli("bench", "vector-add", "--size", "64KiB", "-b", "numpy", "--repeat", "3", "--db", db, "--no-ceilings")
     cmp = run_cli("history", "compare", "1", "2", "--db", db)
     assert cmp.exit_code == 0 and "numpy" in cmp.stdout and "B/A" in cmp.stdout
+    missing = run_cli("history", "show", "7", "--db", db)
+    assert missing.exit_code == 2 and "no run 7" in missing.stderr  # bad input, not a broken history
+    assert run_cli("history", "compare", "1", "9", "--db", db).exit_code == 2
 
 
 def test_baseline_shortfall_exits_1(run_cli: Callable[..., Any], tmp_path: Path) -> None:

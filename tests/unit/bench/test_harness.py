@@ -23,6 +23,36 @@ def _run(workload: str, impl: str, size: str) -> Result:
     return run_one(w, impl, s, lambda: prepare(w, s, np.random.default_rng(1)), FAST)
 
 
+def _run_counted(monkeypatch: pytest.MonkeyPatch, calls: list[int]) -> Result:
+    """A numpy add that counts its calls, with an NVML stand-in reading 1 J per call (3 samples, 2 warm-up)."""
+    from types import SimpleNamespace
+
+    from gpukit.bench import harness
+
+    def add(inputs: Mapping[str, Any], out: Any, size: Any) -> None:
+        calls[0] += 1
+        np.add(inputs["a"], inputs["b"], out=out)
+
+    monkeypatch.setattr(harness, "_telemetry", lambda _b, _i: SimpleNamespace(energy_j=float(calls[0]), to_dict=dict))
+    monkeypatch.setattr(harness, "ENERGY_MIN_S", 0.0)
+    w = replace(get_workload("vector-add"), implementations={"counted": Implementation("numpy", add)})
+    s = w.parse_size("1000")
+    return run_one(w, "counted", s, prepare(w, s, np.random.default_rng(0)), Settings(repeats=3, warmup=2, budget_s=5))
+
+
+def _numpy_backend_with(monkeypatch: pytest.MonkeyPatch, **attrs: Any) -> Any:
+    """The numpy backend with some attributes replaced (a clock, a pad, a device), served to the harness as "numpy"."""
+    from types import SimpleNamespace
+
+    from gpukit.bench import harness
+    from gpukit.bench.backends import get_backend
+
+    real = get_backend("numpy")
+    fake = SimpleNamespace(**{**{k: getattr(real, k) for k in dir(real) if not k.startswith("__")}, **attrs})
+    monkeypatch.setattr(harness, "get_backend", lambda name: fake if name == "numpy" else get_backend(name))
+    return fake
+
+
 @pytest.mark.parametrize("impl", ["python", "numpy", "numba-cpu", "torch-cpu"])
 @pytest.mark.parametrize("size", ["4096", "4096:int32"])
 def test_vector_add_cpu_backends_verified(impl: str, size: str) -> None:
@@ -217,21 +247,10 @@ def test_torch_gpu_backend_code_paths_on_cpu_tensors(monkeypatch: pytest.MonkeyP
 
 def test_energy_per_call_counts_every_call_between_the_readings(monkeypatch: pytest.MonkeyPatch) -> None:
     """The energy readings bracket the warm-up calls as well as the timed ones: 1 J per call must read 1 J."""
-    from types import SimpleNamespace
-
-    from gpukit.bench import harness
 
     calls = [0]
 
-    def add(inputs: Mapping[str, Any], out: Any, size: Any) -> None:
-        calls[0] += 1
-        np.add(inputs["a"], inputs["b"], out=out)
-
-    monkeypatch.setattr(harness, "_telemetry", lambda _b, _i: SimpleNamespace(energy_j=float(calls[0]), to_dict=dict))
-    monkeypatch.setattr(harness, "ENERGY_MIN_S", 0.0)
-    w = replace(get_workload("vector-add"), implementations={"counted": Implementation("numpy", add)})
-    s = w.parse_size("1000")
-    r = run_one(w, "counted", s, prepare(w, s, np.random.default_rng(0)), Settings(repeats=3, warmup=2, budget_s=5))
+    r = _run_counted(monkeypatch, calls)
     assert r.status == "ok" and r.energy_j == pytest.approx(1.0)
 
 
@@ -239,10 +258,7 @@ def test_event_clocked_samples_queue_one_untimed_call_ahead(monkeypatch: pytest.
     """With a clock that only queues its start (CUDA events), each sample is preceded by one untimed call, so the
     device is busy while the first timed call is launched; energy per call still counts those calls."""
     import time
-    from types import SimpleNamespace
 
-    from gpukit.bench import harness
-    from gpukit.bench.backends import get_backend
     from gpukit.bench.timing import EventClock
 
     calls = [0]
@@ -256,22 +272,10 @@ def test_event_clocked_samples_queue_one_untimed_call_ahead(monkeypatch: pytest.
         def synchronize(self) -> None:
             pass
 
-    numpy_backend = get_backend("numpy")
-    evented = SimpleNamespace(**{k: getattr(numpy_backend, k) for k in dir(numpy_backend) if not k.startswith("__")})
-    evented.clock = lambda: EventClock(Event, lambda s, e: e.t - s.t)
     pads: list[float] = []
-    evented.pad = lambda: pads.append
-    monkeypatch.setattr(harness, "get_backend", lambda name: evented if name == "numpy" else get_backend(name))
+    _numpy_backend_with(monkeypatch, clock=lambda: EventClock(Event, lambda s, e: e.t - s.t), pad=lambda: pads.append)
 
-    def add(inputs: Mapping[str, Any], out: Any, size: Any) -> None:
-        calls[0] += 1
-        np.add(inputs["a"], inputs["b"], out=out)
-
-    monkeypatch.setattr(harness, "_telemetry", lambda _b, _i: SimpleNamespace(energy_j=float(calls[0]), to_dict=dict))
-    monkeypatch.setattr(harness, "ENERGY_MIN_S", 0.0)
-    w = replace(get_workload("vector-add"), implementations={"counted": Implementation("numpy", add)})
-    s = w.parse_size("1000")
-    r = run_one(w, "counted", s, prepare(w, s, np.random.default_rng(0)), Settings(repeats=3, warmup=2, budget_s=5))
+    r = _run_counted(monkeypatch, calls)
     assert r.status == "ok" and r.repeats == 3
     starts, ends = [c for k, c in marks[0::2]], [c for k, c in marks[1::2]]
     # every start event follows one more call than the previous sample's end: the untimed lead call
@@ -291,12 +295,8 @@ def test_energy_runs_sample_on_until_a_second_of_device_time(monkeypatch: pytest
     from types import SimpleNamespace
 
     from gpukit.bench import harness
-    from gpukit.bench.backends import get_backend
 
-    numpy_backend = get_backend("numpy")
-    as_gpu = SimpleNamespace(**{k: getattr(numpy_backend, k) for k in dir(numpy_backend) if not k.startswith("__")})
-    as_gpu.device = "cuda"
-    monkeypatch.setattr(harness, "get_backend", lambda name: as_gpu if name == "numpy" else get_backend(name))
+    _numpy_backend_with(monkeypatch, device="cuda")
     joules, calls = [0.0], [0]
 
     def add(inputs: Mapping[str, Any], out: Any, size: Any) -> None:

@@ -44,7 +44,7 @@ def test_report_errors(run_cli, tmp_path):
     assert empty.exit_code == 2 and "no runs" in empty.stderr
     db = tmp_path / "h.db"
     Store(db).save(synthetic_run())
-    assert run_cli("report", "--run", "99", "--db", str(db)).exit_code == 1  # StoreError: no run 99
+    assert run_cli("report", "--run", "99", "--db", str(db)).exit_code == 2  # no run 99: bad input, like no runs
     assert run_cli("report", "--format", "pdf", "--db", str(db)).exit_code == 2
     assert run_cli("report", "--run", "1", "--last", "--db", str(db)).exit_code == 2
     blocker = tmp_path / "a-file"

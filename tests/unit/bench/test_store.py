@@ -54,7 +54,7 @@ def test_round_trip_and_listing(tmp_path: Path) -> None:
     assert loaded.to_dict() == run.to_dict()
     summary = store.list_runs()[0]
     assert (summary.id, summary.n_ok, summary.n_total, summary.gpu, summary.quick) == (1, 1, 2, "NVIDIA H200", True)
-    with pytest.raises(StoreError):
+    with pytest.raises(ConfigError, match="no run 99"):  # asking for a run that is not there is bad input: exit 2
         store.load(99)
 
 
