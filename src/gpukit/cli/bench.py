@@ -131,7 +131,9 @@ def bench(
     device: str = typer.Option("all", "--device", "-d", help="cpu, cuda or all."),
     size: list[str] = typer.Option(None, "--size", "-s", help="Sizes, e.g. 1GiB, 64MiB:int32, 4096x4096x1000."),
     quick: bool = typer.Option(False, "--quick", help="Small sizes, fewer repeats: a first look in about a minute."),
-    repeat: int = typer.Option(None, "--repeat", "-n", min=1, help="Timed samples per result (default 10; 5 quick)."),
+    repeat: int = typer.Option(
+        None, "--repeat", "-n", min=1, help="Timed samples per result (default 10; quick: 5, and 3 of calls > 0.1 s)."
+    ),
     budget: float = typer.Option(None, "--budget", min=0.1, help="Seconds per result (default 30; 10 quick; 5 sweep)."),
     energy: bool = typer.Option(False, "--energy", help="Run GPU kernels ≥ 1 s so NVML energy per call is read."),
     workload_file: list[str] = typer.Option(None, "--workload", "-w", help="Your own workload: FILE.py:NAME."),
