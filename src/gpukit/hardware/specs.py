@@ -31,9 +31,14 @@ class GpuSpec:
     interconnect_gbps: float | None = None
     compute_capability: str | None = None
     unverified: tuple[str, ...] = field(default_factory=tuple)
+    nvml_total_mib: int | None = None  # what the driver reports as total memory, where a real part was read
 
     @property
     def memory_bytes(self) -> float:
+        """Memory a program can allocate from: the driver's total where known, else the datasheet GB × 10⁹ (which
+        undercounts HBM parts by about 7 %)."""
+        if self.nvml_total_mib:
+            return float(self.nvml_total_mib * 2**20)
         return self.memory_gb * GB
 
     def peak_tflops(self, dtype: str) -> float | None:
@@ -63,6 +68,7 @@ def _parse(doc: dict) -> list[GpuSpec]:  # type: ignore[type-arg]
                 interconnect_gbps=row.get("interconnect_gbps"),
                 compute_capability=row.get("compute_capability"),
                 unverified=tuple(row.get("unverified", [])),
+                nvml_total_mib=row.get("nvml_total_mib"),
             )
         )
     return specs

@@ -139,3 +139,14 @@ def test_multi_gpu_notes_leave_out_communication(run_cli: Callable[..., Any]) ->
     d = plan_json(run_cli, "llama-2-13b", "--gpus", "8", "--shard", "fsdp", "--seq", "4096")
     assert any("communication" in n for n in d["memory_notes"])
     assert d["overhead_bytes"] > 1.5 * 2**30  # NCCL's share per rank
+
+
+def test_capacity_is_what_the_driver_reports_not_datasheet_gb(run_cli: Callable[..., Any]) -> None:
+    """An H200 ("141 GB") gives programs 143,771 MiB = 140.4 GiB; counting 141 × 10⁹ bytes (131.3 GiB) refused a
+    68B-parameter bf16 inference that needs 133.8 GiB. Parts without a driver figure keep GB × 10⁹."""
+    d = plan_json(run_cli, "--params", "68B", "--task", "infer")
+    assert 131.4 * 2**30 < d["total_bytes"] < 140 * 2**30
+    fits = {f["gpu"]: f for f in d["fits"]}
+    assert fits["h200-sxm"]["memory_bytes"] == 143_771 * 2**20 and fits["h200-sxm"]["fits"]
+    assert fits["h100-sxm"]["memory_bytes"] == 81_559 * 2**20
+    assert fits["v100-sxm2-16gb"]["memory_bytes"] == 16 * 10**9  # no driver figure sourced: the datasheet's
