@@ -28,9 +28,10 @@ class Result:
 
     ``backend`` is the implementation's name as shown in the table (``cupy-cuda-c``, ``cupy-cuda-c-naive``, ``numpy``);
     ``device`` is ``cpu`` or ``cuda``. ``size`` is the size label (``1GiB``, ``1536x1024x20``). ``kernel_*`` are per
-    call; ``launch_s`` is the host's time to issue one call (GPU rows timed with events), and ``end_to_end_s`` = h2d +
-    max(kernel median, launch) + d2h. ``speedup`` is kernel-only against the best CPU result for the
-    same workload and size; ``speedup_e2e`` uses end-to-end times on both sides.
+    call of device time; ``launch_s`` is the host's time to issue one call (GPU rows timed with events); ``call_s``,
+    the larger of the two, is what a loop calling it from Python gets per call, and the throughput, ``speedup`` and
+    ``end_to_end_s`` (= h2d + call_s + d2h) are computed from it. ``speedup`` compares call_s with the best CPU
+    result for the same workload and size; ``speedup_e2e`` uses end-to-end times on both sides.
     """
 
     workload: str
@@ -73,6 +74,14 @@ class Result:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def call_s(self) -> float | None:
+        """Seconds per call when called back to back from Python: the device time, or the host's launch when that is
+        slower. Throughput, speedup, crossovers and end to end are computed from it; ``kernel_*`` stay device time."""
+        if self.kernel_median_s is None:
+            return None
+        return max(self.kernel_median_s, self.launch_s or 0.0)
 
     @property
     def launch_bound(self) -> bool:

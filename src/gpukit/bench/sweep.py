@@ -217,15 +217,17 @@ def _interpolate(lo: SizePoint, hi: SizePoint) -> float | None:
 
 
 def _times(r: Result, mode: str) -> tuple[float, float, float] | None:
-    """(median, min, max) seconds of a row in a mode; end to end adds the one-off transfers to every sample."""
-    if not r.ok or r.kernel_median_s is None:
+    """(median, min, max) seconds per call of a row in a mode; end to end adds the one-off transfers to every sample."""
+    if not r.ok or r.kernel_median_s is None or r.call_s is None:
         return None
-    lo = r.kernel_min_s if r.kernel_min_s is not None else r.kernel_median_s
-    hi = r.kernel_max_s if r.kernel_max_s is not None else r.kernel_median_s
+    # per call from Python (Result.call_s); a launch-bound row's device spread is scaled onto its launch time
+    f = r.call_s / r.kernel_median_s if r.kernel_median_s > 0 else 1.0
+    lo = (r.kernel_min_s if r.kernel_min_s is not None else r.kernel_median_s) * f
+    hi = (r.kernel_max_s if r.kernel_max_s is not None else r.kernel_median_s) * f
     extra = 0.0
     if mode == "end_to_end":
         extra = (r.h2d_s or 0.0) + (r.d2h_s or 0.0)
-    return r.kernel_median_s + extra, lo + extra, hi + extra
+    return r.call_s + extra, lo + extra, hi + extra
 
 
 def _best(rows: Iterable[Result], mode: str) -> tuple[Result, tuple[float, float, float]] | None:

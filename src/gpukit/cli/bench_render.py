@@ -88,8 +88,8 @@ def launch_note(results: list[Result]) -> str | None:
     return (
         f"{LAUNCH_MARK} launch-bound: the host took longer to issue each call than the GPU took to run it "
         f"(e.g. {worst.backend} {worst.size}: {render.fmt_seconds(worst.launch_s)} to launch, "
-        f"{render.fmt_seconds(worst.kernel_median_s)} on the device). The kernel column is device time; called one "
-        "at a time from Python these run at the launch rate, which end to end (--json: end_to_end_s, launch_s) counts."
+        f"{render.fmt_seconds(worst.kernel_median_s)} on the device). The kernel column is device time; throughput, "
+        "speedup and end to end use the launch rate, what a loop calling it from Python gets (--json: launch_s)."
     )
 
 

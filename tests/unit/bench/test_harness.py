@@ -320,8 +320,9 @@ def test_energy_runs_sample_on_until_a_second_of_device_time(monkeypatch: pytest
 
 
 def test_slow_calls_skip_warmup_and_quick_caps_their_samples(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A call slower than SLOW_CALL_S is warm after the first and sizing calls; --quick (slow_repeats=3) takes three
-    samples of it, a normal run all it asked for; a fast call keeps its warm-up and its repeats."""
+    """A call slower than SLOW_CALL_S is warm after the first and sizing calls, and on a host clock the sizing call is
+    its first sample; --quick (slow_repeats=3) takes three samples of it, a normal run all it asked for; a fast call
+    keeps its warm-up and its repeats."""
     import time
 
     from gpukit.bench import harness
@@ -339,10 +340,33 @@ def test_slow_calls_skip_warmup_and_quick_caps_their_samples(monkeypatch: pytest
     prep = prepare(w, s, np.random.default_rng(0))
     quick = run_one(w, "slow", s, prep, Settings(repeats=5, warmup=1, budget_s=5, slow_repeats=3))
     assert quick.status == "ok" and quick.repeats == 3 and quick.inner == 1
-    assert calls[0] == 2 + 3  # first call, sizing call, three samples: no warm-up call
+    # first call, then the sizing call — kept as the first sample (one synchronized call on the same host clock) —
+    # and two more samples: no warm-up call, no call thrown away
+    assert calls[0] == 2 + 2 and all(t >= 0.015 for t in quick.samples_s)
     calls[0] = 0
     full = run_one(w, "slow", s, prep, Settings(repeats=5, warmup=1, budget_s=5))
-    assert full.repeats == 5 and calls[0] == 2 + 5
+    assert full.repeats == 5 and calls[0] == 2 + 4
     fast_w = get_workload("vector-add")
     fast = run_one(fast_w, "numpy", s, prep, Settings(repeats=5, warmup=1, budget_s=5, slow_repeats=3))
     assert fast.status == "ok" and fast.repeats == 5
+
+
+def test_a_launch_bound_row_reports_the_rate_python_gets() -> None:
+    """Kernel columns are device time, but a loop calling the kernel from Python runs at the host's launch when that
+    is slower: throughput, speedup and end to end use Result.call_s = max(device, launch)."""
+    from gpukit.bench import harness
+    from gpukit.bench.workloads.base import Size
+
+    w = get_workload("vector-add")
+    size = Size("1000", {"n": 1000, "dtype": "float32"})
+    gpu = Result("vector-add", "cupy-cuda-c", "cuda", "1000", launch_s=4e-5)
+    harness._record(gpu, w, w.implementations["numpy"], size, np.zeros(1000), [1e-5, 1e-5, 1e-5], 1, None, None)
+    assert gpu.kernel_median_s == 1e-5 and gpu.call_s == 4e-5 and gpu.launch_bound
+    assert gpu.gbps == pytest.approx(3 * 1000 * 4 / 4e-5 / 1e9)  # at the launch rate, not the device's
+    assert gpu.end_to_end_s == pytest.approx(4e-5)
+    cpu = Result("vector-add", "numpy", "cpu", "1000", kernel_median_s=2e-5, end_to_end_s=2e-5)
+    finalize([cpu, gpu], Ceilings(), {"vector-add": "memory"})
+    assert gpu.speedup == pytest.approx(0.5)  # the CPU's 20 µs beats 40 µs per call from Python
+    fast = Result("vector-add", "cupy-cuda-c", "cuda", "1000", launch_s=5e-6)
+    harness._record(fast, w, w.implementations["numpy"], size, np.zeros(1000), [1e-5] * 3, 1, None, None)
+    assert fast.call_s == 1e-5 and not fast.launch_bound
