@@ -239,7 +239,7 @@ def _measure(
     min_total_s = ENERGY_MIN_S * 1.05 if settings.energy and backend.device == "cuda" else 0.0
 
     pad = None
-    if queues_ahead:
+    if queues_ahead and not settings.energy:  # with --energy, a spin between samples would be billed to the kernel
         try:
             pad = backend.pad()
         except Exception:  # without a pad the lead call still hides most of a launch, and the row's launch_s
@@ -289,7 +289,7 @@ def _record(
     row.kernel_min_s, row.kernel_max_s = t[0], t[-1]
     # A caller cannot issue calls faster than the host launches them: throughput and end to end use the slower of
     # device time and launch (Result.call_s); the kernel columns stay device time.
-    per_call = max(row.kernel_median_s, row.launch_s or 0.0)
+    per_call = row.call_s or row.kernel_median_s
     row.end_to_end_s = (row.h2d_s or 0.0) + per_call + (row.d2h_s or 0.0)
     row.flops, row.bytes = workload.flops(size), workload.bytes(size)
     scale = THROUGHPUT_UNITS[workload.unit][0]

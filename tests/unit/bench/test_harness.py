@@ -370,3 +370,28 @@ def test_a_launch_bound_row_reports_the_rate_python_gets() -> None:
     fast = Result("vector-add", "cupy-cuda-c", "cuda", "1000", launch_s=5e-6)
     harness._record(fast, w, w.implementations["numpy"], size, np.zeros(1000), [1e-5] * 3, 1, None, None)
     assert fast.call_s == 1e-5 and not fast.launch_bound
+
+
+def test_energy_runs_queue_no_pad(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spin kernel between samples would be billed to the kernel's joules: --energy times with the lead call only."""
+    import time
+
+    from gpukit.bench import harness
+    from gpukit.bench.timing import EventClock
+
+    class Event:
+        def record(self) -> None:
+            self.t = time.perf_counter()
+
+        def synchronize(self) -> None:
+            pass
+
+    pads: list[float] = []
+    clock = lambda: EventClock(Event, lambda s, e: e.t - s.t)  # noqa: E731
+    _numpy_backend_with(monkeypatch, device="cuda", clock=clock, pad=lambda: pads.append)
+    monkeypatch.setattr(harness, "ENERGY_MIN_S", 0.001)
+    w = get_workload("vector-add")
+    s = w.parse_size("1000")
+    prep = prepare(w, s, np.random.default_rng(0))
+    assert run_one(w, "numpy", s, prep, Settings(repeats=3, warmup=1, budget_s=5, energy=True)).ok and pads == []
+    assert run_one(w, "numpy", s, prep, Settings(repeats=3, warmup=1, budget_s=5)).ok and len(pads) == 3
