@@ -61,3 +61,19 @@ def test_gpu_backend_on_cpu_stand_in_is_verified(backend: str, env_var: str, exp
     assert counts == expected
     seed = [r for r in rows if r["size"] == "seed-example"]
     assert seed and all(r["output_preview"] == [8, 10, 12, 14, 16, 18] for r in seed)
+
+
+def test_numba_timing_pad_kernel_runs_in_the_simulator() -> None:
+    """The Numba spin kernel queued ahead of each GPU sample: n dependent multiply-adds from the scratch value, so
+    after n steps from 0 it holds (1 − 0.999ⁿ) / 0.001, and numba's one-thread occupancy warning is kept quiet."""
+    code = (
+        "import warnings; warnings.simplefilter('error')\n"
+        "from gpukit.bench.kernels import numba_cuda\n"
+        "numba_cuda.spin(50)\n"
+        "kernel, scratch = numba_cuda._spin_kernel()\n"
+        "print(scratch.copy_to_host()[0])\n"
+    )
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(SRC)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert float(proc.stdout.strip()) == pytest.approx((1 - 0.999**50) / 0.001, rel=1e-12)

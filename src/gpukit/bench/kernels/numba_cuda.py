@@ -241,13 +241,19 @@ def _spin_kernel() -> tuple[Any, Any]:
             acc = acc * 0.999 + 1.0
         out[0] = acc
 
-    return spin_k, cuda.device_array(1, dtype=np.float64)
+    return spin_k, cuda.to_device(np.zeros(1, dtype=np.float64))
 
 
 def spin(n: int) -> None:
     """Queue a one-thread kernel that runs ``n`` dependent multiply-adds (the timing pad; not a workload)."""
+    import warnings
+
+    from numba.core.errors import NumbaPerformanceWarning
+
     kernel, scratch = _spin_kernel()
-    kernel[1, 1](n, scratch)
+    with warnings.catch_warnings():  # one thread on purpose: numba's low-occupancy warning does not apply
+        warnings.simplefilter("ignore", NumbaPerformanceWarning)
+        kernel[1, 1](n, scratch)
 
 
 def _stream_grid_cap() -> tuple[int, int]:
