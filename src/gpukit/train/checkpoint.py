@@ -21,27 +21,29 @@ from gpukit.errors import TrainError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["atomic_write_bytes", "file_mode", "latest_good", "list_checkpoints", "load", "optimizer_tensors", "save"]
+__all__ = ["atomic_write_bytes", "latest_good", "list_checkpoints", "load", "optimizer_tensors", "save", "temp_beside"]
 
 
-def file_mode(path: Path) -> int:
-    """The permissions a plain ``open(path, "w")`` would leave: the existing file's, else 0o666 less the umask.
-    (mkstemp creates its file 0o600, which would make every report and checkpoint private to its writer.)"""
+def temp_beside(path: Path) -> tuple[int, str]:
+    """An open temporary file next to ``path`` (same filesystem, so ``os.replace`` onto ``path`` is atomic), with the
+    permissions a plain ``open(path, "w")`` would leave: the existing file's, else 0o666 less the umask. (mkstemp's
+    own 0o600 would make every report and checkpoint private to its writer.) Returns (fd, name)."""
     try:
-        return stat.S_IMODE(path.stat().st_mode)
+        mode = stat.S_IMODE(path.stat().st_mode)
     except OSError:
         umask = os.umask(0)
         os.umask(umask)
-        return 0o666 & ~umask
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, mode)
+    return fd, tmp
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old or the new file, never a torn one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = file_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = temp_beside(path)
     try:
-        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

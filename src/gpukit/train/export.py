@@ -8,14 +8,13 @@ The export is a result only when onnxruntime's outputs match torch's on fresh ra
 from __future__ import annotations
 
 import os
-import tempfile
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from gpukit.errors import BackendUnavailable, CheckFailed, ConfigError, TrainError
-from gpukit.train.checkpoint import file_mode
+from gpukit.train.checkpoint import temp_beside
 
 __all__ = ["ExportResult", "export_onnx"]
 
@@ -68,9 +67,7 @@ def export_onnx(model_path: Path, out: Path, opset: int = 17, check_images: int 
     out = Path(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        mode = file_mode(out)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-        os.fchmod(fd, mode)
+        fd, tmp_name = temp_beside(out)
         os.close(fd)
     except OSError as exc:
         raise ConfigError(f"cannot write {out}: {exc.strerror or exc}", hint="give a writable --onnx path") from exc

@@ -48,9 +48,8 @@ def train(cfg: TrainConfig, on_event: EventFn | None = None) -> TrainResult:
     info = distributed.setup(cfg.device)
     try:
         result = _Run(cfg, info, on_event or (lambda _e: None)).run()
-        # Every rank waits here until rank 0 has written its outputs, then all tear the group down together: a rank
-        # that destroyed its gloo group and exited while rank 0 was still writing the summary died in a C++
-        # `terminate` (SIGABRT) about one time in five on a loaded 2-core machine, failing the whole torchrun.
+        # Every rank waits here until rank 0 has written its outputs, so all tear the group down together
+        # (distributed.cleanup says why the teardown needs care).
         distributed.barrier(info)
         return result
     finally:
