@@ -138,3 +138,17 @@ def test_groups_failed_rows_and_missing_sides():
     single = crossovers([_row("w", "a", "cpu", "64", 1.0), _row("w", "b", "cuda", "64", 0.5)], modes=("kernel",))
     assert single[0].status == "insufficient"
     assert single[0].to_dict()["points"][0]["speedup"] == pytest.approx(2.0)
+
+
+def test_launch_bound_gpu_rows_cross_over_at_the_rate_python_gets():
+    """Device time alone would put the GPU ahead from the smallest size; per call from Python (launch 40 µs) it only
+    wins once the CPU's time passes the launch."""
+    rows = []
+    for n, cpu_t in [(1024, 2e-5), (4096, 8e-5), (16384, 3.2e-4)]:
+        rows.append(_row("w", "cpu-impl", "cpu", str(n), cpu_t))
+        gpu = _row("w", "gpu-impl", "cuda", str(n), 5e-6)
+        gpu.launch_s = 4e-5
+        rows.append(gpu)
+    kernel = crossovers(rows, modes=("kernel",))[0]
+    assert kernel.status == "crosses" and kernel.size_label == "4096" and kernel.below_label == "1024"
+    assert [p.gpu_s for p in kernel.points] == [4e-5] * 3  # the launch, not the 5 µs on the device
