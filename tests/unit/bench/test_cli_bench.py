@@ -61,44 +61,15 @@ def test_bench_json_contract_and_history(run_cli: Callable[..., Any], tmp_path: 
 
 
 def test_baseline_shortfall_exits_1(run_cli: Callable[..., Any], tmp_path: Path) -> None:
-    db = str(tmp_path / "r.db")
     base = tmp_path / "base.json"
-    res = run_cli(
-        "bench",
-        "saxpy",
-        "--size",
-        "64KiB",
-        "-b",
-        "numpy",
-        "--repeat",
-        "3",
-        "--no-ceilings",
-        "--db",
-        db,
-        "--write-baseline",
-        str(base),
-    )
+    saxpy = ["bench", "saxpy", "--size", "64KiB", "-b", "numpy", "--repeat", "3", "--no-ceilings"]
+    res = run_cli(*saxpy, "--db", str(tmp_path / "r.db"), "--write-baseline", str(base))
     assert res.exit_code == 0
     doc = json.loads(base.read_text())
     assert doc["format"] == "gpukit-baseline" and doc["results"][0]["backend"] == "numpy"
     doc["results"][0]["value"] *= 1000  # a node 1000× slower than its baseline must fail
     base.write_text(json.dumps(doc))
-    res = run_cli(
-        "bench",
-        "saxpy",
-        "--size",
-        "64KiB",
-        "-b",
-        "numpy",
-        "--repeat",
-        "3",
-        "--no-ceilings",
-        "--no-save",
-        "--baseline",
-        str(base),
-        "--tolerance",
-        "10%",
-    )
+    res = run_cli(*saxpy, "--no-save", "--baseline", str(base), "--tolerance", "10%")
     assert res.exit_code == 1 and "short" in res.stdout
 
 
