@@ -51,15 +51,16 @@ def _memory_table(d: dict[str, Any]) -> Any:
 
 def _fits_table(d: dict[str, Any]) -> Any:
     rows = []
+    assumed = False
     for f in d["fits"]:
         fewest = "—" if f["fewest_gpus"] is None else f"{f['fewest_gpus']} ({f['fewest_gpus_layout']})"
-        rows.append((f["name"], render.fmt_bytes(f["memory_bytes"]), "yes" if f["fits"] else "no", fewest))
-    return render.table(
-        ("GPU (datasheet)", "memory", "fits as asked", "fewest GPUs that fit"),
-        rows,
-        title="which GPUs fit",
-        justify="lrll",
-    )
+        mark = "*" if f.get("memory_source", "").startswith("assumed") else ""
+        assumed = assumed or bool(mark)
+        rows.append((f["name"], render.fmt_bytes(f["memory_bytes"]) + mark, "yes" if f["fits"] else "no", fewest))
+    title = "which GPUs fit (memory: the driver's total where sourced"
+    title += "; * assumed from the datasheet GB × 10⁹, about 7 % under a real HBM part's)" if assumed else ")"
+    return render.table(("GPU (datasheet)", "memory", "fits as asked", "fewest GPUs that fit"), rows, title=title,
+                        justify="lrll")
 
 
 def _rate(value: float | None, unit: str) -> str:
@@ -68,12 +69,15 @@ def _rate(value: float | None, unit: str) -> str:
 
 def _time_lines(d: dict[str, Any]) -> list[str]:
     t = d["time"]
+    if not t.get("fits", True):
+        return [f"time on {t['gpu']}: none — no layout of up to 512 GPUs fits its memory (see the fit table)"]
+    where = f"{t['gpu']}" if t.get("as_asked", True) else f"{t['gpu']}, {t['layout']} (as asked it does not fit)"
     mfu = "n/a" if t["mfu"] is None else f"{t['mfu']:.1%}"
     if t["task"] == "train" and t["step_s"] is None:
-        return [f"time on {t['gpu']}: n/a — a bare --params count has no FLOPs model; give a preset or config.json"]
+        return [f"time on {where}: n/a — a bare --params count has no FLOPs model; give a preset or config.json"]
     if t["task"] == "train":
         lines = [
-            f"time on {t['gpu']}: {render.fmt_seconds(t['step_s'])} per step, "
+            f"time on {where}: {render.fmt_seconds(t['step_s'])} per step, "
             f"{_rate(t['tokens_per_s'], t['work_unit'])}/s, MFU {mfu} of datasheet peak ({t['ceilings_source']})"
         ]
         if t["total_s"] is not None:
@@ -83,9 +87,9 @@ def _time_lines(d: dict[str, Any]) -> list[str]:
             )
         return lines
     if d["model"]["kind"] != "transformer":
-        return [f"time on {t['gpu']}: one pass reading the weights ≥ {render.fmt_seconds(t['per_token_s'])}"]
+        return [f"time on {where}: one pass reading the weights ≥ {render.fmt_seconds(t['per_token_s'])}"]
     return [
-        f"time on {t['gpu']}: prefill {render.fmt_seconds(t['prefill_s'])}, "
+        f"time on {where}: prefill {render.fmt_seconds(t['prefill_s'])}, "
         f"{render.fmt_seconds(t['per_token_s'])} per decode step with eager transformers generate() → "
         f"{_rate(t['tokens_per_s'], 'tokens/s')}; bandwidth bound "
         f"{_rate(t['bandwidth_bound_tokens_per_s'], 'tokens/s')} ({t['ceilings_source']})"
@@ -124,8 +128,11 @@ def _price_notes(d: dict[str, Any]) -> list[str]:
 def _print_plan(d: dict[str, Any]) -> None:
     m, s = d["model"], d["settings"]
     what = (
-        f"train, {s['recipe']}, {s['optimizer']}, batch {s['batch']}"
+        f"train, {s['recipe']}, {s['optimizer']}"
+        + (f" ({s['optimizer_impl']})" if s["optimizer"] in ("adam", "adamw") else "")
+        + f", batch {s['batch']}"
         + (f" × seq {s['seq']}" if m["kind"] == "transformer" else "")
+        + (f" at {m['image_size']}×{m['image_size']}" if m.get("image_size") else "")
         + (", checkpointing" if s["checkpointing"] else "")
         + (f", {s['gpus']} GPUs {s['shard']}" if s["gpus"] > 1 else ", 1 GPU")
         + (f", tp {s['tp']}" if s["tp"] > 1 else "")
@@ -133,7 +140,11 @@ def _print_plan(d: dict[str, Any]) -> None:
         else f"infer, {s['dtype']} weights, KV {s['kv_dtype']}, batch {s['batch']}, {s['prompt']} + {s['new_tokens']}"
         " tokens"
     )
-    render.console.print(f"[bold]{m['name']}[/] — {d['params']:,} parameters — {what}", markup=True)
+    # A bare --params count is named by its count: print it once ("7,000,000,000 parameters"), not twice.
+    name = "bare count (--params)" if m.get("family") == "params-only" else m["name"]
+    render.console.print(
+        f"[bold]{render.escape(name)}[/] — {d['params']:,} parameters — {render.escape(what)}", markup=True
+    )
     render.console.print(_memory_table(d))
     for note in d["memory_notes"]:
         render.console.print(f"  note: {note}")
@@ -193,7 +204,16 @@ def register(app: typer.Typer) -> None:
         params: str = typer.Option(None, "--params", help="Bare parameter count, e.g. 7B (model states only)."),
         task: str = typer.Option("train", "--task", help="train | infer"),
         recipe: str = typer.Option("amp-bf16", "--recipe", help="fp32 | amp-bf16 | bf16-master | bf16"),
-        optimizer: str = typer.Option("adamw", "--optimizer", help="adamw | sgd | adafactor | adam8bit"),
+        optimizer: str = typer.Option("adamw", "--optimizer", help="adamw | adam | sgd | adafactor | adam8bit"),
+        optimizer_impl: str = typer.Option(
+            "foreach",
+            "--optimizer-impl",
+            help="Adam(W) code path: foreach (PyTorch's default; a temporary the size of one moment) | fused | "
+            "for-loop.",
+        ),
+        image_size: int = typer.Option(
+            None, "--image-size", help="CNN input resolution (pixels per side); default: the preset's (224, 64)."
+        ),
         batch: int = typer.Option(1, "--batch", help="Micro-batch per GPU (sequences or images)."),
         seq: int = typer.Option(2048, "--seq", help="Training sequence length."),
         checkpointing: bool = typer.Option(False, "--checkpointing", help="Activation checkpointing per layer."),
@@ -223,10 +243,15 @@ def register(app: typer.Typer) -> None:
             render.print_json(preset_names()) if json_out else render.console.print("\n".join(preset_names()))
             return 0
         spec = load_model(model, params)
+        if image_size is not None:
+            from gpukit.plan.cnn_count import at_image_size
+
+            spec = at_image_size(spec, image_size)
         settings = PlanSettings(
             task=task,
             recipe=recipe,
             optimizer=optimizer,
+            optimizer_impl=optimizer_impl,
             batch=batch,
             seq=seq,
             checkpointing=checkpointing,

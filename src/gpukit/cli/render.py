@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 console = Console(highlight=False, soft_wrap=False)
@@ -16,12 +18,30 @@ err_console = Console(stderr=True, highlight=False)
 
 NA = "n/a"
 
+# ``pip install 'gpukit[export]'`` in a hint: installing from a package index. From a clone of the repository the
+# same extra is ``pip install -e '.[export]'``; a hint that names one gets the other beside it.
+_EXTRA = re.compile(r"pip install '?gpukit\[([a-z0-9_,-]+)\]'?")
+
+
+def hint_text(hint: str) -> str:
+    """A hint as it is shown: an extra's install command gains the from-a-clone spelling (once)."""
+    m = _EXTRA.search(hint)
+    if m and "-e '." not in hint:
+        hint = f"{hint} (from a clone of the repository: pip install -e '.[{m.group(1)}]')"
+    return hint
+
+
+def hint_markup(hint: str) -> str:
+    """A hint ready to go inside a rich markup string: completed by :func:`hint_text`, then escaped."""
+    return escape(hint_text(hint))
+
 
 def error(message: str, hint: str | None = None) -> None:
-    """Print an ``error:`` line and, when there is one, a ``hint:`` line on stderr."""
-    err_console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    """Print an ``error:`` line and, when there is one, a ``hint:`` line on stderr. Message and hint are text, not
+    rich markup: ``[export]`` in ``pip install 'gpukit[export]'`` would otherwise be swallowed as a style tag."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
     if hint:
-        err_console.print(f"[yellow]hint:[/] {hint}", markup=True, highlight=False)
+        err_console.print(f"[yellow]hint:[/] {hint_markup(hint)}", markup=True, highlight=False)
 
 
 def _json_default(obj: Any) -> Any:

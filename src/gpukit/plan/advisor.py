@@ -28,6 +28,7 @@ class GpuFit:
     fewest_gpus: int | None  # fewest that fit (searched up to 512), None when even that is not enough
     fewest_gpus_layout: str  # how those GPUs are used: "fsdp × 4", "tp 8", …
     free_bytes: int  # memory left on one GPU with the requested layout (negative: short by that much)
+    memory_source: str = ""  # where memory_bytes comes from: the driver's total, or the datasheet GB (assumed)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,12 +63,14 @@ class PlanResult:
     settings: PlanSettings
     memory: MemoryBreakdown
     fits: list[GpuFit]
-    time: TimeEstimate
+    time: TimeEstimate | None  # None: no layout fits the headline GPU
     time_gpu: str
     cost: list[InstanceCost]
     work: float | None
     work_unit: str
     notes: list[str] = field(default_factory=list)
+    time_layout: str = ""  # the layout the headline time is for
+    time_as_asked: bool = True  # False: the asked layout does not fit the headline GPU, time_layout is what does
 
     def to_dict(self) -> dict[str, Any]:
         mem = self.memory.to_dict()
@@ -80,7 +83,15 @@ class PlanResult:
             **mem,
             "memory_notes": notes,
             "fits": [f.to_dict() for f in self.fits],
-            "time": {"gpu": self.time_gpu, "work": self.work, "work_unit": self.work_unit, **self.time.to_dict()},
+            "time": {
+                "gpu": self.time_gpu,
+                "layout": self.time_layout,
+                "as_asked": self.time_as_asked,
+                "fits": self.time is not None,
+                "work": self.work,
+                "work_unit": self.work_unit,
+                **(self.time.to_dict() if self.time else {"task": self.settings.task}),
+            },
             "cost": [c.to_dict() for c in self.cost],
         }
 
@@ -112,6 +123,15 @@ def _fewest(model: ModelSpec, s: PlanSettings, spec: GpuSpec) -> tuple[int | Non
     return None, "does not fit"
 
 
+def memory_source(spec: GpuSpec) -> str:
+    """Where a part's usable memory comes from. The driver's total (NVML) is what a program allocates from; where
+    gpus.toml has none sourced, the datasheet's GB × 10⁹ stands in, which undercounts HBM parts by about 7 %: an
+    assumption, and labelled as one (an H100 PCIe then plans as 74.51 GiB beside the H100 SXM's measured 79.65)."""
+    if spec.nvml_total_mib:
+        return f"driver total {spec.nvml_total_mib:,} MiB (NVML)"
+    return f"assumed: datasheet {spec.memory_gb:g} GB × 10⁹ (driver total not sourced)"
+
+
 def _fit(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, spec: GpuSpec) -> GpuFit:
     n, label = _fewest(model, s, spec)
     return GpuFit(
@@ -122,7 +142,34 @@ def _fit(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, spec: GpuSpec)
         n,
         label,
         int(spec.memory_bytes - mem.total_bytes),
+        memory_source(spec),
     )
+
+
+def _headline(
+    model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, spec: GpuSpec, measured: dict[str, float] | None, work: float | None
+) -> tuple[TimeEstimate | None, str, bool]:
+    """The time to headline on ``spec``: (estimate, layout, as asked). As asked when it fits; else the fastest layout
+    that fits on the fewest GPUs that fit at all (from the asked count up); None when no layout fits, since a time
+    for a layout that does not fit is not a time anyone can get."""
+    if mem.total_bytes <= spec.memory_bytes:
+        layout = f"{s.gpus} GPU" + ("s" if s.gpus > 1 else "") + (f" {s.shard}" if s.gpus > 1 and s.tp == 1 else "")
+        return estimate_time(model, s, mem, spec, measured, work), layout + (f" tp {s.tp}" if s.tp > 1 else ""), True
+    for n in (k for k in SEARCH_GPUS if k >= s.gpus):
+        options = []
+        for label, layout in _layouts(model, s, n):
+            try:
+                m = estimate_memory(model, layout)
+            except PlanError:
+                continue
+            if m.total_bytes <= spec.memory_bytes:
+                options.append((estimate_time(model, layout, m, spec, measured, work), label))
+        timed = [o for o in options if (o[0].step_s or o[0].total_s) is not None]
+        if timed:
+            return min(timed, key=lambda o: o[0].step_s or o[0].total_s or 0.0) + (False,)
+        if options:
+            return options[0] + (False,)
+    return None, "does not fit", False
 
 
 def _cost(
@@ -212,14 +259,14 @@ def make_plan(
     mem = estimate_memory(model, s)
     local = match_spec(str(measured["device"])) if measured and measured.get("device") else None
     time_spec = get_spec(gpu) if gpu else (local or get_spec("h100-sxm"))
-    t = estimate_time(model, s, mem, time_spec, _measured_for(time_spec, measured), work)
+    t, time_layout, as_asked = _headline(model, s, mem, time_spec, _measured_for(time_spec, measured), work)
     fits = [_fit(model, s, mem, spec) for spec in all_specs()]
     fits.sort(key=lambda f: (not f.fits, f.fewest_gpus or 10**6, f.memory_bytes))
     is_tf = isinstance(model, TransformerSpec)
     costs = [_cost(model, s, inst, work, measured) for inst in load_catalog(prices)]
     costs.sort(key=lambda c: (not c.fits, c.usd if c.usd is not None else (c.usd_per_million or 1e30), c.time_s or 0.0))
     notes = []
-    if s.task == "train" and t.mfu is not None:
+    if s.task == "train" and t is not None and t.mfu is not None:
         notes.append(f"time assumes MFU {t.mfu:.1%} of the {time_spec.name} datasheet peak ({t.ceilings_source})")
     if s.gpus > 1:
         notes.append(
@@ -239,4 +286,6 @@ def make_plan(
         work=work,
         work_unit="tokens" if is_tf else "samples",
         notes=notes,
+        time_layout=time_layout,
+        time_as_asked=as_asked,
     )

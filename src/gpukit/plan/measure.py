@@ -103,14 +103,16 @@ def build_module(model: ModelSpec, s: PlanSettings, device: str | None = None) -
     return module.to(device=device, dtype=dtype)
 
 
-def _optimizer(torch: Any, params: Any, name: str) -> Any:
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-5)
+def _optimizer(torch: Any, params: Any, name: str, impl: str = "foreach") -> Any:
+    """The optimizer the plan was made for; Adam(W) on the asked code path (foreach / fused / for-loop)."""
+    if name in ("adamw", "adam"):
+        cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
+        return cls(params, lr=1e-5, foreach=impl == "foreach", fused=impl == "fused")
     if name == "sgd":
         return torch.optim.SGD(params, lr=1e-4, momentum=0.9)
     if name == "adafactor" and hasattr(torch.optim, "Adafactor"):
         return torch.optim.Adafactor(params, lr=1e-4)
-    raise PlanError(f"--measure cannot build optimizer '{name}' here", hint="use --optimizer adamw or sgd")
+    raise PlanError(f"--measure cannot build optimizer '{name}' here", hint="use --optimizer adamw, adam or sgd")
 
 
 def _batch(torch: Any, model: ModelSpec, s: PlanSettings) -> tuple[Any, Any]:
@@ -141,7 +143,7 @@ def _train(torch: Any, model: ModelSpec, s: PlanSettings, steps: int) -> Measure
         raise PlanError("--measure runs on one GPU", hint="drop --gpus/--tp to validate the single-GPU plan")
     module = build_module(model, s)
     module.train()
-    opt = _optimizer(torch, module.parameters(), s.optimizer)
+    opt = _optimizer(torch, module.parameters(), s.optimizer, s.optimizer_impl)
     x, y = _batch(torch, model, s)
     amp = torch.autocast(DEVICE, dtype=torch.bfloat16) if s.recipe == "amp-bf16" else contextlib.nullcontext()
     torch.cuda.synchronize()

@@ -3,7 +3,7 @@
 Training peak (steady state, step ≥ 2, ``zero_grad(set_to_none=True)``): the larger of
   (a) start of backward: weights + master + optimizer state + activations + the loss's logits transient, and
   (b) optimizer step: weights + master + optimizer state + gradients + the optimizer's temporary
-      (foreach AdamW allocates one sqrt(v) copy of the state),
+      (foreach AdamW allocates one sqrt(v) copy of the state; fused nothing; for-loop one parameter's worth),
 because during backward activations are freed about as fast as gradients are allocated.
 Inference peak: weights + KV cache + the prefill's one-layer working set.
 All sizes are bytes; ``overhead_bytes`` is memory outside PyTorch's allocated count (CUDA context, NCCL,
@@ -30,10 +30,31 @@ FRAGMENTATION = 0.05
 WORKSPACE_BYTES = 80 * 1024**2  # reserved − allocated, as a fraction of allocated, typical of a steady training loop
 
 RECIPES = ("fp32", "amp-bf16", "bf16-master", "bf16")
-OPTIMIZERS = ("adamw", "sgd", "adafactor", "adam8bit")
+OPTIMIZERS = ("adamw", "adam", "sgd", "adafactor", "adam8bit")  # adam: AdamW's memory (the same two moments)
+OPTIMIZER_IMPLS = ("foreach", "fused", "for-loop")  # PyTorch's three Adam(W) code paths; foreach is its default
 SHARDS = ("ddp", "zero1", "zero2", "zero3", "fsdp")
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 INT4_GROUP_OVERHEAD = 4 / 128  # an fp16 scale and zero point per group of 128 weights
+
+# Upper bounds a request must stay under: beyond them a figure is not a plan but an artefact (--gpus 10⁹ printed
+# 5.4 × 10¹² tokens/s). The largest training clusters have about 10⁵ GPUs; tensor parallelism stays inside a node or
+# a rack; context lengths of published models are at most a few million tokens.
+LIMITS = {
+    "--gpus": 131_072,
+    "--tp": 1_024,
+    "--batch": 1_048_576,
+    "--seq": 16_777_216,
+    "--prompt": 16_777_216,
+    "--new-tokens": 16_777_216,
+}
+LIMIT_WHY = {
+    "--gpus": "the largest training clusters have about 100,000 GPUs",
+    "--tp": "tensor parallelism splits heads inside one node or rack",
+    "--batch": "the micro-batch is per GPU: a few to a few thousand sequences or images",
+    "--seq": "published context lengths are at most a few million tokens",
+    "--prompt": "published context lengths are at most a few million tokens",
+    "--new-tokens": "published context lengths are at most a few million tokens",
+}
 
 
 @dataclass(frozen=True)
@@ -41,6 +62,7 @@ class PlanSettings:
     task: str = "train"  # train | infer
     recipe: str = "amp-bf16"
     optimizer: str = "adamw"
+    optimizer_impl: str = "foreach"  # foreach | fused | for-loop: what Adam(W)'s step allocates on top of its state
     batch: int = 1
     seq: int = 2048
     checkpointing: bool = False
@@ -99,12 +121,22 @@ def validate(model: ModelSpec, s: PlanSettings) -> None:
         (s.kv_dtype in ("bf16", "fp16", "fp8", "int8", "fp32"), "--kv-dtype must be bf16|fp16|fp8|int8|fp32"),
         (s.attn in ("sdpa", "eager"), "--attn must be sdpa or eager"),
     ]
+    checks.append(
+        (s.optimizer_impl in OPTIMIZER_IMPLS, f"--optimizer-impl must be one of {', '.join(OPTIMIZER_IMPLS)}")
+    )
     sizes = {"--batch": s.batch, "--seq": s.seq, "--gpus": s.gpus, "--tp": s.tp, "--prompt": s.prompt}
     checks += [(n >= 1, f"{flag} must be at least 1, not {n}") for flag, n in sizes.items()]
     checks.append((s.new_tokens >= 0, f"--new-tokens must be 0 or more, not {s.new_tokens}"))
     for ok, message in checks:
         if not ok:
             raise PlanError(message)
+    sizes["--new-tokens"] = s.new_tokens
+    for flag, n in sizes.items():
+        if n > LIMITS[flag]:
+            raise PlanError(
+                f"{flag} {n:,} is above the physically meaningful {LIMITS[flag]:,}",
+                hint=LIMIT_WHY[flag],
+            )
     if s.gpus % s.tp:  # after the size checks: --tp 0 must not divide by zero
         raise PlanError(f"--gpus {s.gpus} is not a multiple of --tp {s.tp}")
     if s.task == "infer" and isinstance(model, CnnSpec) and model.family == "cnn":
@@ -125,8 +157,8 @@ def _state_bytes(model: ModelSpec, s: PlanSettings) -> tuple[float, float, float
     w = 2.0 if s.recipe in ("bf16", "bf16-master") else 4.0
     master = 4.0 if s.recipe == "bf16-master" else 0.0
     state = 2.0 if s.recipe == "bf16" else 4.0  # optimizer state follows the (master) weight dtype
-    if s.optimizer == "adamw":
-        opt, temp = 2 * state * p, state * p  # exp_avg, exp_avg_sq; foreach sqrt(v) temporary
+    if s.optimizer in ("adamw", "adam"):  # Adam and AdamW keep the same two moments
+        opt, temp = 2 * state * p, _adam_temporary(model, s, state)
     elif s.optimizer == "sgd":
         opt, temp = state * p, 0.0  # momentum buffer
     elif s.optimizer == "adam8bit":
@@ -134,6 +166,21 @@ def _state_bytes(model: ModelSpec, s: PlanSettings) -> tuple[float, float, float
     else:  # adafactor: factored second moment, no first moment
         opt, temp = _adafactor_bytes(model, state), 0.0
     return w * p, w * p, master * p, opt, temp
+
+
+def _adam_temporary(model: ModelSpec, s: PlanSettings, state: float) -> float:
+    """What Adam(W)'s ``step()`` allocates beyond its state. ``foreach`` (PyTorch's default) computes
+    ``sqrt(exp_avg_sq)`` for every tensor at once: one temporary the size of one moment. ``fused`` does the whole
+    update in one kernel per tensor group: nothing. The ``for-loop`` path makes that temporary one parameter at a
+    time: the largest parameter tensor (a transformer's embedding or MLP matrix; for a CNN, without its module at
+    hand, its parameters spread evenly over its weight layers)."""
+    if s.optimizer_impl == "fused":
+        return 0.0
+    if s.optimizer_impl == "foreach":
+        return state * model.params
+    if isinstance(model, TransformerSpec):
+        return state * max(r * c for r, c, _ in model.matrix_shapes())
+    return state * model.params / max(1, model.weight_layers)
 
 
 def _adafactor_bytes(model: ModelSpec, state: float) -> float:
@@ -209,6 +256,22 @@ def _finish(parts: dict[str, float], peak: float, s: PlanSettings, notes: list[s
     )
 
 
+def _sharded_weights(model: ModelSpec, w: float, dp: int) -> tuple[float, str]:
+    """ZeRO-3 / FSDP weights on one GPU: its 1/dp shard plus the gathered unit in flight and the next prefetched.
+
+    The unit is one decoder layer of a transformer, one conv/linear layer of a CNN. A bare ``--params`` count has no
+    layers, so its in-flight unit is not known: only the shard is counted, and the note says so. Never more than the
+    unsharded weights (the whole model gathered at once is what no sharding costs)."""
+    if isinstance(model, TransformerSpec):
+        unit = w * model.layer_params() / model.params
+    elif model.family == "cnn":
+        unit = w / max(1, model.weight_layers)
+    else:
+        return w / dp, "zero3/fsdp: weights sharded; a bare --params count has no layers, so the gathered layer in "
+        "flight is not counted (give a preset or config.json for it)"
+    return min(w, w / dp + 2 * unit), "zero3/fsdp: weights sharded, one gathered layer in flight plus one prefetched"
+
+
 def estimate_training(model: ModelSpec, s: PlanSettings) -> MemoryBreakdown:
     w, g, master, opt, temp = _state_bytes(model, s)
     w, g, master, opt, temp = (x / s.tp for x in (w, g, master, opt, temp))
@@ -220,9 +283,8 @@ def estimate_training(model: ModelSpec, s: PlanSettings) -> MemoryBreakdown:
     if dp > 1 and shard in ("zero2", "zero3"):
         g /= dp
     if dp > 1 and shard == "zero3":
-        layer_w = w / (model.num_layers if isinstance(model, TransformerSpec) else 1)
-        w = w / dp + 2 * layer_w  # this layer gathered, the next prefetched
-        notes.append("zero3/fsdp: weights sharded, one gathered layer in flight plus one prefetched")
+        w, note = _sharded_weights(model, w, dp)
+        notes.append(note)
     buckets = g if dp > 1 and shard == "ddp" else 0.0
     if buckets:
         notes.append("ddp: gradient buckets hold a second copy of the gradients (counted in gradients)")

@@ -255,9 +255,59 @@ def _get(cfg: dict[str, Any], *keys: str, default: Any = None, required: bool = 
     return default
 
 
+# Physically meaningful upper bounds for a config's sizes. The largest published models stay far below them
+# (hidden ≤ 25,600, ≤ 160 layers, vocab ≤ 262,144, ≤ 256 experts), so a value above one is a typo or an attack, and
+# refusing it keeps every later product finite (10²⁰⁰ overflowed a float; a 5,000-digit int could not be parsed).
+LIMITS: dict[str, int] = {
+    "hidden_size": 2**18,
+    "num_hidden_layers": 10_000,
+    "num_attention_heads": 2**14,
+    "num_key_value_heads": 2**14,
+    "head_dim": 2**14,
+    "intermediate_size": 2**20,
+    "vocab_size": 2**24,
+    "n_positions": 2**24,
+    "num_local_experts": 2**14,
+    "num_experts_per_tok": 2**14,
+}
+_ALIASES = {"n_embd": "hidden_size", "d_model": "hidden_size", "n_layer": "num_hidden_layers"}
+_ALIASES |= {"n_layers": "num_hidden_layers", "n_head": "num_attention_heads", "n_heads": "num_attention_heads"}
+_ALIASES |= {"n_inner": "intermediate_size", "num_experts": "num_local_experts"}
+
+
 def _positive_int(value: Any, key: str, src: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise PlanError(f"config{src}: '{key}' must be a positive integer, got {value!r}")
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise PlanError(
+            f"config{src}: '{key}' must be a positive integer, got {shown}",
+            hint="a Hugging Face config.json writes sizes as JSON integers, e.g. 4096 (not \"4096\", 0 or 4096.5)",
+        )
+    limit = LIMITS.get(_ALIASES.get(key, key))
+    if limit is not None and value > limit:
+        shown = f"{value:,}" if value < 10**30 else f"a {len(str(value))}-digit number"
+        raise PlanError(
+            f"config{src}: '{key}' is {shown}, above the physically meaningful {limit:,}",
+            hint="the largest published models are far below this bound; check the config for a typo",
+        )
+    return value
+
+
+def _optional_int(cfg: dict[str, Any], key: str, default: int, src: str) -> int:
+    """An optional size: absent or null means ``default``; present, it must be a positive integer (0 is an error,
+    not a request for the default — a config with ``head_dim: 0`` is broken, not unspecified)."""
+    return default if cfg.get(key) is None else _positive_int(cfg[key], key, src)
+
+
+def _flag(cfg: dict[str, Any], key: str, default: bool, src: str) -> bool:
+    """A JSON boolean; the string "false" is truthy in Python, so a wrong type is an error, never a guess."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise PlanError(
+            f"config{src}: '{key}' must be true or false, got {value!r}",
+            hint=f'write it as a JSON boolean: "{key}": {str(default).lower()} (no quotes)',
+        )
     return value
 
 
@@ -273,10 +323,10 @@ def _head_dim(hidden: int, heads: int, src: str) -> int:
 def _experts(cfg: dict[str, Any], src: str) -> tuple[int, int]:
     """(experts, experts per token); a dense model is (1, 1)."""
     key = "num_local_experts" if cfg.get("num_local_experts") is not None else "num_experts"
-    experts = _positive_int(cfg.get(key) or 1, key, src)
+    experts = _optional_int(cfg, key, 1, src)
     if experts == 1:
         return 1, 1
-    per_token = _positive_int(cfg.get("num_experts_per_tok") or 1, "num_experts_per_tok", src)
+    per_token = _optional_int(cfg, "num_experts_per_tok", 1, src)
     if per_token > experts:
         raise PlanError(f"config{src}: {per_token} experts per token of {experts} experts")
     return experts, per_token
@@ -288,7 +338,10 @@ def parse_hf_config(cfg: dict[str, Any], name: str = "config", src: str = "") ->
         raise PlanError(f"config{src} is not a JSON object")
     if "text_config" in cfg and isinstance(cfg["text_config"], dict):  # multimodal wrappers
         cfg = {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
-    model_type = str(cfg.get("model_type") or "").lower()  # absent or null: read as llama
+    raw_type = cfg.get("model_type")
+    if raw_type is not None and not isinstance(raw_type, str):
+        raise PlanError(f"config{src}: 'model_type' must be a string, got {raw_type!r}", hint='e.g. "llama"')
+    model_type = (raw_type or "").lower()  # absent or null: read as llama
     if model_type == "gpt2":
         h = _positive_int(_get(cfg, "n_embd", "hidden_size", src=src), "n_embd", src)
         spec = TransformerSpec(
@@ -300,9 +353,9 @@ def parse_hf_config(cfg: dict[str, Any], name: str = "config", src: str = "") ->
             num_heads=(a := _positive_int(_get(cfg, "n_head", "num_attention_heads", src=src), "n_head", src)),
             num_kv_heads=a,
             head_dim=_head_dim(h, a, src),
-            intermediate_size=_positive_int(cfg.get("n_inner") or 4 * h, "n_inner", src),
+            intermediate_size=_optional_int(cfg, "n_inner", 4 * h, src),
             gated_mlp=False,
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+            tied_embeddings=_flag(cfg, "tie_word_embeddings", True, src),
             layernorm=True,
             qkv_bias=True,
             out_bias=True,
@@ -318,10 +371,10 @@ def parse_hf_config(cfg: dict[str, Any], name: str = "config", src: str = "") ->
             )
         h = _positive_int(_get(cfg, "hidden_size", "d_model", src=src), "hidden_size", src)
         a = _positive_int(_get(cfg, "num_attention_heads", "n_heads", src=src), "num_attention_heads", src)
-        k = _positive_int(cfg.get("num_key_value_heads") or a, "num_key_value_heads", src)
+        k = _optional_int(cfg, "num_key_value_heads", a, src)
         if a % k:
             raise PlanError(f"config{src}: {a} attention heads are not a multiple of {k} KV heads")
-        d = _positive_int(cfg["head_dim"], "head_dim", src) if cfg.get("head_dim") else _head_dim(h, a, src)
+        d = _positive_int(cfg["head_dim"], "head_dim", src) if cfg.get("head_dim") is not None else _head_dim(h, a, src)
         experts, per_token = _experts(cfg, src)
         spec = TransformerSpec(
             name=name,
@@ -334,10 +387,10 @@ def parse_hf_config(cfg: dict[str, Any], name: str = "config", src: str = "") ->
             head_dim=d,
             intermediate_size=_positive_int(_get(cfg, "intermediate_size", src=src), "intermediate_size", src),
             gated_mlp=True,
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            qkv_bias=bool(cfg.get("attention_bias", model_type == "qwen2")),
-            out_bias=bool(cfg.get("attention_bias")),
-            mlp_bias=bool(cfg.get("mlp_bias", False)),
+            tied_embeddings=_flag(cfg, "tie_word_embeddings", False, src),
+            qkv_bias=_flag(cfg, "attention_bias", model_type == "qwen2", src),
+            out_bias=_flag(cfg, "attention_bias", False, src),
+            mlp_bias=_flag(cfg, "mlp_bias", False, src),
             num_experts=experts,
             experts_per_token=per_token,
             hf_config=cfg,
@@ -356,6 +409,11 @@ def _read_config(path: Path) -> dict[str, Any]:
         raise PlanError(f"cannot read {path}: {exc.strerror}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PlanError(f"{path} is not valid JSON: {exc}", hint="give a Hugging Face config.json") from exc
+    except (ValueError, RecursionError) as exc:  # an integer of more than 4,300 digits; nesting too deep
+        raise PlanError(
+            f"{path} cannot be read as a config: {str(exc).splitlines()[0][:120]}",
+            hint="a config.json's sizes are ordinary integers (a few digits), not thousands of digits",
+        ) from exc
     if not isinstance(doc, dict):
         raise PlanError(f"{path} is not a JSON object", hint="give a Hugging Face config.json")
     return doc
