@@ -50,6 +50,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         render.error("interrupted")
         return 130
     except _click_exception_types() as exc:  # unknown option, bad value, missing argument
-        exc.show(file=sys.stderr)  # type: ignore[attr-defined]
-        return 0 if type(exc).__name__ == "NoArgsIsHelpError" else 2
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show(file=sys.stderr)  # type: ignore[attr-defined]
+            return 0
+        # the same error: / hint: lines as every other bad input, not click's "Usage: … Error: …" block
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "gpukit"
+        render.error(exc.format_message(), hint=f"see: {where} --help")  # type: ignore[attr-defined]
+        return 2
     return int(result) if isinstance(result, int) else 0
