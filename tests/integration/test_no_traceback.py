@@ -35,9 +35,16 @@ from hypothesis import strategies as st  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "train"))  # train_testdata: tiny image folders
 
-LLAMA = {"model_type": "llama", "vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 2,
-         "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 512,
-         "tie_word_embeddings": False}  # fmt: skip
+LLAMA = {
+    "model_type": "llama",
+    "vocab_size": 1000,
+    "hidden_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "intermediate_size": 512,
+    "tie_word_embeddings": False,
+}
 BENCH = ["--device", "cpu", "-b", "numpy", "--no-ceilings", "--no-save", "--budget", "0.1"]  # cheap if accepted
 FIX_TRAIN = pytest.mark.xfail(reason="fixed on branch train", strict=False)
 FIX_ENGINE = pytest.mark.xfail(reason="fixed on branch engine", strict=False)
@@ -67,7 +74,7 @@ def run(*argv: str) -> Outcome:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = main(list(argv))
-        except BaseException as exc:  # noqa: BLE001 - anything escaping main is a traceback in a real process
+        except BaseException as exc:  # anything escaping main is a traceback in a real process
             raised = exc
     return Outcome(code, out.getvalue(), err.getvalue(), raised)
 
@@ -284,21 +291,48 @@ JSON_SCALARS = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=12),
 )
-JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=6)  # fmt: skip
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
 
 
 @PROPERTY
-@given(edits=st.dictionaries(st.sampled_from([*LLAMA, "head_dim", "num_experts_per_tok", "num_local_experts",
-                                               "attention_bias", "text_config", "n_embd"]), JSON_VALUES, min_size=1,
-                             max_size=3))  # fmt: skip
+@given(
+    edits=st.dictionaries(
+        st.sampled_from(
+            [*LLAMA, "head_dim", "num_experts_per_tok", "num_local_experts", "attention_bias", "text_config", "n_embd"]
+        ),
+        JSON_VALUES,
+        min_size=1,
+        max_size=3,
+    )
+)
 def test_any_config_json_plans_or_exits_2(tmp_path: Path, edits: dict[str, Any]) -> None:
     f = tmp_path / "config.json"
     f.write_text(json.dumps({**LLAMA, **edits}))
     assert_clean(run("plan", str(f), "--json"), allowed=(0, 2))
 
 
-PLAN_FLAGS = ["--batch", "--seq", "--gpus", "--tp", "--tokens", "--params", "--recipe", "--shard", "--dtype",
-              "--prompt", "--new-tokens", "--optimizer", "--optimizer-impl", "--image-size", "--gpu", "--attn"]  # fmt: skip
+PLAN_FLAGS = [
+    "--batch",
+    "--seq",
+    "--gpus",
+    "--tp",
+    "--tokens",
+    "--params",
+    "--recipe",
+    "--shard",
+    "--dtype",
+    "--prompt",
+    "--new-tokens",
+    "--optimizer",
+    "--optimizer-impl",
+    "--image-size",
+    "--gpu",
+    "--attn",
+]
 FLAG_TEXT = st.one_of(
     st.text(max_size=8),
     st.integers(min_value=-(10**30), max_value=10**30).map(str),
@@ -313,14 +347,25 @@ def test_any_plan_flag_value_plans_or_exits_2(flag: str, value: str, model: str)
     assert_clean(run(*argv), allowed=(0, 2))
 
 
-OTHER_FLAGS = [("info", "--timeout"), ("doctor", "--timeout"), ("history", "--limit"), ("report", "--run"),
-               ("report", "--format"), ("predict", "--batch-size"), ("export", "--opset"),
-               ("bench", "--size"), ("bench", "--tolerance"), ("bench", "--repeat")]  # fmt: skip
+OTHER_FLAGS = [
+    ("info", "--timeout"),
+    ("doctor", "--timeout"),
+    ("history", "--limit"),
+    ("report", "--run"),
+    ("report", "--format"),
+    ("predict", "--batch-size"),
+    ("export", "--opset"),
+    ("bench", "--size"),
+    ("bench", "--tolerance"),
+    ("bench", "--repeat"),
+]
 
 
 @PROPERTY
 @given(which=st.sampled_from(OTHER_FLAGS), value=FLAG_TEXT)
-def test_any_flag_value_of_other_commands_exits_0_or_2(env: dict[str, Path], which: tuple[str, str], value: str) -> None:
+def test_any_flag_value_of_other_commands_exits_0_or_2(
+    env: dict[str, Path], which: tuple[str, str], value: str
+) -> None:
     command, flag = which
     db = str(env["root"] / "fuzz.db")
     if command in ("info", "doctor"):
@@ -350,8 +395,14 @@ def test_any_flag_value_of_other_commands_exits_0_or_2(env: dict[str, Path], whi
 
 
 @PROPERTY
-@given(edits=st.dictionaries(st.sampled_from(["model", "image_size", "classes", "epoch", "tensors_file", "history",
-                                               "tensors_sha256"]), JSON_VALUES, min_size=1, max_size=2))  # fmt: skip
+@given(
+    edits=st.dictionaries(
+        st.sampled_from(["model", "image_size", "classes", "epoch", "tensors_file", "history", "tensors_sha256"]),
+        JSON_VALUES,
+        min_size=1,
+        max_size=2,
+    )
+)
 def test_any_checkpoint_json_edit_predicts_or_exits_2(env: dict[str, Path], edits: dict[str, Any]) -> None:
     key = "-".join(sorted(edits)) + "-" + str(abs(hash(json.dumps(edits, sort_keys=True, default=str))))
     run_dir = edited_run(env, f"h{key}", lambda d: {**d, **edits})
@@ -369,7 +420,10 @@ def test_a_real_process_prints_error_and_hint_not_a_traceback(env: dict[str, Pat
     envs = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.run(
         [sys.executable, "-m", "gpukit", "plan", str(env["root"] / "huge_vocab_size.json")],
-        capture_output=True, text=True, timeout=120, env=envs,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=envs,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr + proc.stdout
     assert proc.stderr.startswith("error:") and "\nhint:" in proc.stderr

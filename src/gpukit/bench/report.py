@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpukit.bench.report_claims import Claim, seed_claims
+from gpukit.bench.report_labels import ceiling_rows, machine_rows
 from gpukit.bench.results import THROUGHPUT_UNITS, Result, Run
 from gpukit.bench.sweep import Crossover, crossovers, size_axis
 
@@ -42,6 +43,7 @@ class Plot:
     section: str
     title: str
     png: bytes
+    caption: str = ""  # what the axes and lines are, in words and units
 
 
 @dataclass
@@ -143,10 +145,14 @@ def build_report(run: Run) -> Report:
             report.plots.append(
                 Plot(f"speedup-{w}", "crossover", f"{w}: speedup vs {size_axis(w)}", rp.speedup_plot(w, mine))
             )
-    report.plots.append(Plot("roofline", "roofline", "Roofline", rp.roofline_plot(run, _spec_peak_flops(run))))
+    fig, caption = rp.roofline_figure(run, _spec_peak_flops(run))
+    png = rp._png(fig)
+    report.plots.append(Plot("roofline", "roofline", "Roofline", png, caption))
     for w in report.workloads:
         if any(r.workload == w and r.ok for r in run.results):
-            report.plots.append(Plot(f"bars-{w}", "throughput", f"{w}: throughput", rp.bars_plot(w, run.results)))
+            png = rp.bars_plot(w, run.results)
+            caption = f"{w}: throughput by backend on a logarithmic axis (every bar chart uses one)"
+            report.plots.append(Plot(f"bars-{w}", "throughput", f"{w}: throughput", png, caption))
     return report
 
 
@@ -162,33 +168,11 @@ def _f(value: Any, spec: str = ".3g") -> str:
 
 
 def _machine_rows(run: Run) -> list[tuple[str, str]]:
-    rows: list[tuple[str, str]] = [
-        ("run", f"#{run.id}" if run.id is not None else "unsaved"),
-        ("started", run.started_at or "n/a"),
-    ]
-    rows += _flatten("", run.machine)
-    rows += [(f"version {k}", _f(v)) for k, v in sorted(run.versions.items())]
-    settings = {k: v for k, v in run.settings.items() if k != "crossovers"}
-    rows += [(f"setting {k}", _f(v)) for k, v in sorted(settings.items())]
-    return rows
-
-
-def _flatten(prefix: str, obj: Any) -> list[tuple[str, str]]:
-    if isinstance(obj, dict):
-        out: list[tuple[str, str]] = []
-        for k, v in obj.items():
-            out += _flatten(f"{prefix}{k}" if not prefix else f"{prefix}.{k}", v)
-        return out
-    if isinstance(obj, list) and obj and isinstance(obj[0], dict):
-        return [row for i, v in enumerate(obj) for row in _flatten(f"{prefix}[{i}]", v)]
-    return [(prefix, _f(obj))]
+    return machine_rows(run)
 
 
 def _ceiling_rows(run: Run) -> list[tuple[str, str]]:
-    c = run.ceilings.to_dict()
-    rows = [(k, _f(v, ",.1f") if isinstance(v, float) else _f(v)) for k, v in c.items() if k != "notes"]
-    rows += [("note", n) for n in c.get("notes") or []]
-    return rows
+    return ceiling_rows(run)
 
 
 _RESULT_COLUMNS = (
@@ -205,7 +189,7 @@ _RESULT_COLUMNS = (
     "compile",
     "h2d",
     "d2h",
-    "error",
+    "rel. error",
     "reason",
 )
 
@@ -266,7 +250,8 @@ body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1200px;color:#2
 table{border-collapse:collapse;margin:.5rem 0 1.5rem;font-size:.85rem}
 th,td{border:1px solid #ccc;padding:.2rem .45rem;text-align:left;vertical-align:top}
 th{background:#f2f2f2} tr.failed td{background:#fde8e8} tr.skipped td{color:#777}
-img{max-width:100%;height:auto;display:block;margin:.5rem 0 1.5rem} .nm{color:#a33;font-style:italic}
+img{max-width:100%;height:auto;display:block;margin:.5rem 0 .3rem} .nm{color:#a33;font-style:italic}
+figcaption{font-size:.8rem;color:#555;margin-bottom:1.5rem}
 """
 
 
@@ -283,7 +268,11 @@ def _table(
 
 def _img(p: Plot) -> str:
     data = base64.b64encode(p.png).decode("ascii")
-    return f'<figure id="plot-{p.name}"><img alt="{html.escape(p.title)}" src="data:image/png;base64,{data}"></figure>'
+    caption = f"<figcaption>{html.escape(p.caption)}</figcaption>" if p.caption else ""
+    return (
+        f'<figure id="plot-{p.name}"><img alt="{html.escape(p.title)}" src="data:image/png;base64,{data}">'
+        f"{caption}</figure>"
+    )
 
 
 def _claims_html(claims: list[Claim]) -> str:
@@ -308,7 +297,8 @@ def to_html(report: Report) -> str:
     run = report.run
     body: dict[str, str] = {
         "machine": _table(("what", "value"), [list(r) for r in _machine_rows(run)]),
-        "ceilings": "<p>Measured in the same run; <code>spec_*</code> are datasheet figures.</p>"
+        "ceilings": "<p>Measured in the same run as the results (bandwidths count bytes read plus written); the "
+        "rows that say <em>datasheet</em> are the vendor's figures, shown beside them.</p>"
         + _table(("ceiling", "value"), [list(r) for r in _ceiling_rows(run)]),
         "seed-claims": _claims_html(report.claims),
         "gemm": _gemm_html(run),
@@ -372,7 +362,7 @@ def to_markdown(report: Report, plot_dir: str) -> str:
         "results": _md_table(_RESULT_COLUMNS, [_result_cells(r) for r in run.results]),
     }
     for p in report.plots:
-        body[p.section] += f"\n\n![{p.title}]({plot_dir}/{p.name}.png)"
+        body[p.section] += f"\n\n![{p.title}]({plot_dir}/{p.name}.png)" + (f"\n\n_{p.caption}_" if p.caption else "")
     title = f"# gpukit report — run {run.id if run.id is not None else ''} {run.started_at}".strip()
     parts = [title] + [f"## {t}\n\n{body[sid].strip()}" for sid, t in SECTIONS.items()]
     return "\n\n".join(parts) + "\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpukit.bench.results import THROUGHPUT_UNITS, Result, Run
@@ -13,7 +14,7 @@ from gpukit.bench.sweep import Crossover, parse_label, size_axis
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["bars_plot", "compute_ceilings", "roofline_plot", "speedup_plot"]
+__all__ = ["Roof", "bars_plot", "compute_ceilings", "roofline_figure", "roofline_plot", "roofs", "speedup_plot"]
 
 
 def _figure(width: float = 7.0, height: float = 4.2) -> Figure:
@@ -71,55 +72,96 @@ def compute_ceilings(rows: Sequence[Result]) -> dict[str, tuple[float, str]]:
     return best
 
 
-def roofline_plot(run: Run, spec_peak_flops: float | None = None) -> bytes:
+@dataclass(frozen=True)
+class Roof:
+    device: str  # gpu | cpu
+    bandwidth_gbps: float | None  # the memory roof: measured copy bandwidth
+    compute_flops: float | None  # the compute roof: best GEMM measured in the run (FLOP/s)
+    compute_dtype: str
+    compute_source: str  # "measured GEMM" | "datasheet" | ""
+
+
+def roofs(run: Run, spec_peak_flops: float | None = None) -> list[Roof]:
+    """Per device, the two roofs from this run's ceilings: memory bandwidth × intensity and the best GEMM rate.
+    A GPU whose GEMM was not measured gets its datasheet peak, labelled as such; a CPU gets no compute roof."""
+    peaks = compute_ceilings(run.results)
+    c = run.ceilings
+    out = []
+    for dev, bw in (("gpu", c.d2d_copy_gbps), ("cpu", c.cpu_mem_gbps)):
+        peak = peaks.get(dev)
+        if peak:
+            out.append(Roof(dev, bw, peak[0], peak[1], "measured GEMM"))
+        elif dev == "gpu" and spec_peak_flops and bw:
+            out.append(Roof(dev, bw, spec_peak_flops, "bf16", "datasheet"))
+        elif bw:
+            out.append(Roof(dev, bw, None, "", ""))
+    return out
+
+
+def roofline_figure(run: Run, spec_peak_flops: float | None = None) -> tuple[Figure, str]:
     """Achieved FLOP/s against arithmetic intensity (FLOP per byte moved) for every result with both counts, under
-    the measured bandwidth × intensity and the best measured GEMM rate of its device."""
+    each device's two roofs (memory: measured bandwidth × intensity; compute: best measured GEMM), and a caption
+    saying what they are. The axes cover the points and the roofs' ridge points, not decades of empty space."""
     fig = _figure(7.5, 4.8)
     ax = fig.add_subplot()
     rows = [r for r in run.results if r.ok and r.kernel_median_s and r.flops and r.bytes]
-    peaks = compute_ceilings(run.results)
-    c = run.ceilings
-    bands = {"gpu": c.d2d_copy_gbps, "cpu": c.cpu_mem_gbps}
-    intensities = [r.flops / r.bytes for r in rows if r.flops and r.bytes] or [0.1, 100.0]
-    lo, hi = min(intensities) / 4, max(intensities) * 4
-    for dev, color in (("gpu", "C0"), ("cpu", "C1")):
-        bw = bands[dev]
-        peak = peaks.get(dev)
+    points = [
+        (r.flops / r.bytes, r.flops / r.kernel_median_s, r) for r in rows if r.flops and r.bytes and r.kernel_median_s
+    ]
+    found = roofs(run, spec_peak_flops)
+    xs = [x for x, _, _ in points] + [
+        f.compute_flops / (f.bandwidth_gbps * 1e9) for f in found if f.compute_flops and f.bandwidth_gbps
+    ]
+    lo, hi = (min(xs) / 3, max(xs) * 3) if xs else (0.05, 500.0)
+    ys = [y for _, y, _ in points]
+    caption = []
+    for f in found:
+        color = "C0" if f.device == "gpu" else "C1"
+        bw = (f.bandwidth_gbps or 0.0) * 1e9
+        grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
         if bw:
-            xs = [lo, hi] if not peak else [lo, peak[0] / (bw * 1e9), hi]
-            ys = [min(x * bw * 1e9, peak[0]) if peak else x * bw * 1e9 for x in xs]
+            mem = [x * bw for x in grid]
+            roof = [min(m, f.compute_flops) for m in mem] if f.compute_flops else mem
             ax.plot(
-                xs,
-                ys,
-                color=color,
-                linewidth=1.5,
-                label=f"{dev}: measured {bw:,.0f} GB/s"
-                + (f", GEMM {peak[1]} {peak[0] / 1e12:,.1f} TFLOP/s" if peak else ""),
+                grid, roof, color=color, linewidth=1.6, label=f"{f.device} memory roof: {f.bandwidth_gbps:,.0f} GB/s"
             )
-        elif peak:
+            ys += [roof[0], roof[-1]]
+            caption.append(f"{f.device.upper()} memory roof {f.bandwidth_gbps:,.0f} GB/s (measured copy)")
+        if f.compute_flops:
+            style = "--" if f.compute_source == "datasheet" else ":"
+            what = f"{f.compute_flops / 1e12:,.1f} TFLOP/s ({f.compute_source}, {f.compute_dtype})"
             ax.axhline(
-                peak[0], color=color, linewidth=1.5, label=f"{dev}: GEMM {peak[1]} {peak[0] / 1e12:,.1f} TFLOP/s"
+                f.compute_flops, color=color, linestyle=style, linewidth=1.2, label=f"{f.device} compute roof: {what}"
             )
-    if spec_peak_flops:
-        ax.axhline(spec_peak_flops, color="C0", linestyle="--", linewidth=1, label="GPU datasheet peak (bf16 dense)")
+            ys.append(f.compute_flops)
+            caption.append(f"{f.device.upper()} compute roof {what}")
+        elif bw:
+            caption.append(f"{f.device.upper()} compute roof not measured (run gpukit bench gemm)")
     markers: dict[str, str] = {}
-    for r in rows:
-        assert r.flops and r.bytes and r.kernel_median_s
+    for x, y, r in points:
         m = markers.setdefault(r.workload, "osD^vP*Xh<>"[len(markers) % 11])
-        color = "C1" if r.device == "cpu" else "C0"
-        ax.scatter(r.flops / r.bytes, r.flops / r.kernel_median_s, marker=m, color=color, s=22, alpha=0.75)
+        ax.scatter(x, y, marker=m, color="C1" if r.device == "cpu" else "C0", s=22, alpha=0.75, zorder=3)
     for name, m in markers.items():
         ax.scatter([], [], marker=m, color="gray", label=name)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
-    ax.set_xlabel("arithmetic intensity (FLOP / byte moved)")
+    positive = [y for y in ys if y and y > 0]
+    if positive:
+        ax.set_ylim(min(positive) / 3, max(positive) * 3)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel("achieved FLOP/s")
-    ax.set_title("Roofline against the ceilings measured in this run (blue GPU, orange CPU)")
+    ax.set_title("Roofline: memory and compute roofs measured in this run (blue GPU, orange CPU)")
     ax.grid(True, which="both", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="lower right")
-    return _png(fig)
+    axes = f"x {lo:.3g}–{hi:.3g} FLOP/byte, y {ax.get_ylim()[0]:.3g}–{ax.get_ylim()[1]:.3g} FLOP/s (log–log)"
+    return fig, "; ".join([*caption, axes])
+
+
+def roofline_plot(run: Run, spec_peak_flops: float | None = None) -> bytes:
+    """The roofline as PNG bytes (see :func:`roofline_figure`)."""
+    return _png(roofline_figure(run, spec_peak_flops)[0])
 
 
 def bars_plot(workload: str, rows: Sequence[Result]) -> bytes:
@@ -139,11 +181,17 @@ def bars_plot(workload: str, rows: Sequence[Result]) -> bytes:
     names = sorted(best, key=lambda n: best[n][1])
     ax.barh(names, [best[n][1] for n in names], color=["C1" if best[n][2] == "cpu" else "C0" for n in names])
     label = THROUGHPUT_UNITS[unit][1] if unit else "throughput"
-    if names and max(best[n][1] for n in names) / max(min(best[n][1] for n in names), 1e-300) > 100:
+    # Always a log axis: backends differ by orders of magnitude, and every bar chart of the report reads the same
+    # way (a linear axis for one workload and a log one for the next misleads). Each bar is labelled with its value.
+    if names:
         ax.set_xscale("log")
-    ax.set_xlabel(f"{label} at the largest size measured (orange CPU, blue GPU)")
+        values = [best[n][1] for n in names]
+        ax.set_xlim(min(values) / 3, max(values) * 6)
+        for i, v in enumerate(values):
+            ax.annotate(f"{v:,.3g} {label}", (v, i), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
+    ax.set_xlabel(f"{label} at the largest size measured, log scale (orange CPU, blue GPU)")
     ax.set_title(f"{workload}: throughput by backend")
-    ax.grid(True, axis="x", alpha=0.3)
+    ax.grid(True, axis="x", which="both", alpha=0.3)
     if not names:
         ax.text(0.5, 0.5, "no successful rows", ha="center", transform=ax.transAxes)
     return _png(fig)

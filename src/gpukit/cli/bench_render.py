@@ -179,7 +179,9 @@ def print_run(run: Run) -> None:
             if r.backend not in names:
                 names.append(r.backend)
     for (reason, hint), names in missing.items():
-        render.console.print(f"[dim]not available: {', '.join(names)}: {render.escape(reason)} — {render.hint_markup(hint)}[/]")
+        render.console.print(
+            f"[dim]not available: {', '.join(names)}: {render.escape(reason)} — {render.hint_markup(hint)}[/]"
+        )
     previews = [(r.backend, r.output_preview) for r in run.results if r.ok and r.output_preview is not None]
     for backend, values in previews:
         render.console.print(f"{backend:>20}: C = {values}")

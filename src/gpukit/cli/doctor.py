@@ -30,7 +30,9 @@ def doctor(
             style = _STYLE[f.level]
             render.console.print(f"[{style}]{f.level:<4}[/] {f.check:<22} {f.message}", markup=True, soft_wrap=True)
             if f.hint and f.level != "PASS":
-                render.console.print(f"     {'':<22} [yellow]hint:[/] {render.hint_markup(f.hint)}", markup=True, soft_wrap=True)
+                render.console.print(
+                    f"     {'':<22} [yellow]hint:[/] {render.hint_markup(f.hint)}", markup=True, soft_wrap=True
+                )
         c = report.counts()
         render.console.print(f"\n{c['PASS']} pass, {c['WARN']} warn, {c['FAIL']} fail, {c['SKIP']} skip")
     return 1 if report.failed else 0

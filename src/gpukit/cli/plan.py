@@ -59,8 +59,9 @@ def _fits_table(d: dict[str, Any]) -> Any:
         rows.append((f["name"], render.fmt_bytes(f["memory_bytes"]) + mark, "yes" if f["fits"] else "no", fewest))
     title = "which GPUs fit (memory: the driver's total where sourced"
     title += "; * assumed from the datasheet GB × 10⁹, about 7 % under a real HBM part's)" if assumed else ")"
-    return render.table(("GPU (datasheet)", "memory", "fits as asked", "fewest GPUs that fit"), rows, title=title,
-                        justify="lrll")
+    return render.table(
+        ("GPU (datasheet)", "memory", "fits as asked", "fewest GPUs that fit"), rows, title=title, justify="lrll"
+    )
 
 
 def _rate(value: float | None, unit: str) -> str:

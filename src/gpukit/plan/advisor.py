@@ -147,16 +147,21 @@ def _fit(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, spec: GpuSpec)
 
 
 def _headline(
-    model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, spec: GpuSpec, measured: dict[str, float] | None, work: float | None
+    model: ModelSpec,
+    s: PlanSettings,
+    mem: MemoryBreakdown,
+    spec: GpuSpec,
+    measured: dict[str, float] | None,
+    work: float | None,
 ) -> tuple[TimeEstimate | None, str, bool]:
     """The time to headline on ``spec``: (estimate, layout, as asked). As asked when it fits; else the fastest layout
     that fits on the fewest GPUs that fit at all (from the asked count up); None when no layout fits, since a time
     for a layout that does not fit is not a time anyone can get."""
     if mem.total_bytes <= spec.memory_bytes:
-        layout = f"{s.gpus} GPU" + ("s" if s.gpus > 1 else "") + (f" {s.shard}" if s.gpus > 1 and s.tp == 1 else "")
-        return estimate_time(model, s, mem, spec, measured, work), layout + (f" tp {s.tp}" if s.tp > 1 else ""), True
+        asked = f"{s.gpus} GPU" + ("s" if s.gpus > 1 else "") + (f" {s.shard}" if s.gpus > 1 and s.tp == 1 else "")
+        return estimate_time(model, s, mem, spec, measured, work), asked + (f" tp {s.tp}" if s.tp > 1 else ""), True
     for n in (k for k in SEARCH_GPUS if k >= s.gpus):
-        options = []
+        options: list[tuple[TimeEstimate, str]] = []
         for label, layout in _layouts(model, s, n):
             try:
                 m = estimate_memory(model, layout)
@@ -165,10 +170,11 @@ def _headline(
             if m.total_bytes <= spec.memory_bytes:
                 options.append((estimate_time(model, layout, m, spec, measured, work), label))
         timed = [o for o in options if (o[0].step_s or o[0].total_s) is not None]
-        if timed:
-            return min(timed, key=lambda o: o[0].step_s or o[0].total_s or 0.0) + (False,)
+        if timed:  # fastest first; a bare --params count has no time, so its first fitting layout stands
+            best = min(timed, key=lambda o: o[0].step_s or o[0].total_s or 0.0)
+            return best[0], best[1], False
         if options:
-            return options[0] + (False,)
+            return options[0][0], options[0][1], False
     return None, "does not fit", False
 
 

@@ -280,7 +280,7 @@ def _positive_int(value: Any, key: str, src: str) -> int:
         shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
         raise PlanError(
             f"config{src}: '{key}' must be a positive integer, got {shown}",
-            hint="a Hugging Face config.json writes sizes as JSON integers, e.g. 4096 (not \"4096\", 0 or 4096.5)",
+            hint='a Hugging Face config.json writes sizes as JSON integers, e.g. 4096 (not "4096", 0 or 4096.5)',
         )
     limit = LIMITS.get(_ALIASES.get(key, key))
     if limit is not None and value > limit:

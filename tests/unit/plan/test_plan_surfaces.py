@@ -50,7 +50,7 @@ def test_wrong_type_flag_is_an_error_not_truthy(value: object) -> None:
     ],
 )
 def test_zeros_and_wrong_types_are_errors_not_defaults(extra: dict[str, object]) -> None:
-    key = [k for k in extra if k != "num_local_experts"][0]
+    key = next(k for k in extra if k != "num_local_experts")
     with pytest.raises(PlanError, match=f"'{key}' must be"):
         parse_hf_config({**LLAMA7, **extra})
 
