@@ -151,7 +151,7 @@ def roofline_figure(run: Run, spec_peak_flops: float | None = None) -> tuple[Fig
         ax.set_ylim(min(positive) / 3, max(positive) * 3)
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel("achieved FLOP/s")
-    ax.set_title("Roofline: memory and compute roofs measured in this run (blue GPU, orange CPU)")
+    ax.set_title("Roofline against the roofs measured in this run (blue GPU, orange CPU)", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="lower right")
@@ -188,10 +188,18 @@ def bars_plot(workload: str, rows: Sequence[Result]) -> bytes:
         values = [best[n][1] for n in names]
         ax.set_xlim(min(values) / 3, max(values) * 6)
         for i, v in enumerate(values):
-            ax.annotate(f"{v:,.3g} {label}", (v, i), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
+            ax.annotate(
+                f"{v:,.0f} {label}" if v >= 100 else f"{v:.3g} {label}",
+                (v, i),
+                xytext=(3, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=7,
+            )
     ax.set_xlabel(f"{label} at the largest size measured, log scale (orange CPU, blue GPU)")
     ax.set_title(f"{workload}: throughput by backend")
-    ax.grid(True, axis="x", which="both", alpha=0.3)
+    ax.grid(True, axis="x", which="major", alpha=0.3)
+    ax.set_axisbelow(True)
     if not names:
         ax.text(0.5, 0.5, "no successful rows", ha="center", transform=ax.transAxes)
     return _png(fig)
