@@ -96,11 +96,14 @@ def _label(name: str, kw: dict[str, Any]) -> str:
     )
 
 
-def run_one(name: str, kw: dict[str, Any], db: Path | None) -> dict[str, Any]:
-    model, s = _model(name), PlanSettings(**kw)
+def run_one(
+    name: str, kw: dict[str, Any], db: Path | None, model: ModelSpec | None = None, label: str | None = None
+) -> dict[str, Any]:
+    """Predict, measure and compare one configuration; ``model`` overrides the preset (e.g. at another image size)."""
+    model, s = model or _model(name), PlanSettings(**kw)
     mem = estimate_memory(model, s)
     row: dict[str, Any] = {
-        "config": _label(name, kw),
+        "config": label or _label(name, kw),
         "model": name,
         "params": model.params,
         "settings": dataclasses.asdict(s),
