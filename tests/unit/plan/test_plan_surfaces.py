@@ -240,3 +240,39 @@ def test_settings_flow_into_the_plan() -> None:
     s = PlanSettings(optimizer="adam", optimizer_impl="fused")
     d = make_plan(load_model("gpt2"), s).to_dict()
     assert d["settings"]["optimizer"] == "adam" and d["settings"]["optimizer_impl"] == "fused"
+
+
+# ---- the knobs reach `plan --measure` ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "impl"), [("adamw", "fused"), ("adamw", "for-loop"), ("adam", "foreach")])
+def test_measure_builds_the_asked_optimizer_path(name: str, impl: str) -> None:
+    torch = pytest.importorskip("torch")
+    from gpukit.plan.measure import _optimizer
+
+    opt = _optimizer(torch, torch.nn.Linear(4, 4).parameters(), name, impl)
+    assert type(opt).__name__ == {"adamw": "AdamW", "adam": "Adam"}[name]
+    assert opt.defaults["fused"] is (impl == "fused") and opt.defaults["foreach"] is (impl == "foreach")
+
+
+@pytest.mark.skipif(not HAS_TORCHVISION, reason="torchvision not installed")
+def test_measure_feeds_the_image_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    from gpukit.plan import measure as measuring
+    from gpukit.plan.cnn_count import at_image_size
+
+    seen: list[tuple[int, ...]] = []
+    real = measuring._batch
+
+    def spy(t: Any, model: Any, s: Any) -> Any:
+        x, y = real(t, model, s)
+        seen.append(tuple(x.shape))
+        return x, y
+
+    monkeypatch.setattr(measuring, "DEVICE", "cpu")
+    monkeypatch.setattr(measuring, "_batch", spy)
+    module = measuring.build_module(at_image_size(load_model("seed-cnn"), 96), PlanSettings(recipe="fp32"), "cpu")
+    assert module[4].in_features == 32 * 47 * 47  # the dense layer at 96 px
+    spec = at_image_size(load_model("seed-cnn"), 96)
+    measuring._batch(torch, spec, PlanSettings(recipe="fp32", batch=2))
+    assert seen[-1] == (2, 3, 96, 96)
