@@ -41,6 +41,8 @@ LABELS: dict[str, str] = {
     "repeats": "timed repeats per result",
     "warmup": "warm-up calls per result",
     "seed": "random seed of the inputs",
+    "missing_workloads": "workloads not measured (interrupted)",
+    "partial_workloads": "workloads measured in part (interrupted)",
 }
 # suffix → (unit, format); the longest matching suffix wins
 UNITS: dict[str, tuple[str, str]] = {
