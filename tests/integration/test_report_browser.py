@@ -122,12 +122,13 @@ def _rows_from_page(status: dict) -> dict[str, str]:
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="headless Chromium not installed (apt-get install chromium)")
 def test_report_shows_words_and_units_in_the_browser(run_cli, tmp_path):
     """What a person reads: labels in words, every figure with its unit, captions naming both roofs and the axes."""
-    from gpukit.bench.store import Store
+    from gpukit.history import open_history
 
     run = _synthetic_run()
     run.machine = {**run.machine, "gpu_names": [], "hostname": "vm"}  # the issue's "gpu_names []"
     db = tmp_path / "history.db"
-    Store(db).save(run)
+    with open_history(db) as history:
+        history.save_run(run.to_dict())
     report = tmp_path / "report.html"
     assert run_cli("report", "--last", "--db", str(db), "-o", str(report)).exit_code == 0
     page = tmp_path / "probe.html"
