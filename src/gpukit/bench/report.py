@@ -147,6 +147,7 @@ def build_report(run: Run) -> Report:
     for w in report.workloads:
         if any(r.workload == w and r.ok for r in run.results):
             report.plots.append(Plot(f"bars-{w}", "throughput", f"{w}: throughput", rp.bars_plot(w, run.results)))
+    report.plots += __import__("gpukit.bench.report_collectives", fromlist=["*"]).multi_gpu_plots(run)
     return report
 
 
