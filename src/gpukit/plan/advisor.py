@@ -10,6 +10,7 @@ from typing import Any
 from gpukit.errors import PlanError
 from gpukit.hardware.specs import GpuSpec, all_specs, get_spec, match_spec
 from gpukit.plan.catalog import Instance, load_catalog
+from gpukit.plan.comm import estimate_comm
 from gpukit.plan.compute import TimeEstimate, estimate_time
 from gpukit.plan.memory import MemoryBreakdown, PlanSettings, estimate_memory
 from gpukit.plan.models import ModelSpec, TransformerSpec
@@ -68,6 +69,7 @@ class PlanResult:
     work: float | None
     work_unit: str
     notes: list[str] = field(default_factory=list)
+    communication: Any = None  # plan.comm.CommEstimate for several GPUs
 
     def to_dict(self) -> dict[str, Any]:
         mem = self.memory.to_dict()
@@ -82,6 +84,7 @@ class PlanResult:
             "fits": [f.to_dict() for f in self.fits],
             "time": {"gpu": self.time_gpu, "work": self.work, "work_unit": self.work_unit, **self.time.to_dict()},
             "cost": [c.to_dict() for c in self.cost],
+            "communication": self.communication.to_dict() if self.communication else None,
         }
 
 
@@ -207,6 +210,7 @@ def make_plan(
     prices: Path | None = None,
     measured: dict[str, Any] | None = None,
     gpu: str | None = None,
+    db: Path | None = None,
 ) -> PlanResult:
     """The whole plan. ``gpu`` picks the GPU the headline time is for (default: the measured one, else H100)."""
     mem = estimate_memory(model, s)
@@ -221,11 +225,8 @@ def make_plan(
     notes = []
     if s.task == "train" and t.mfu is not None:
         notes.append(f"time assumes MFU {t.mfu:.1%} of the {time_spec.name} datasheet peak ({t.ceilings_source})")
-    if s.gpus > 1:
-        notes.append(
-            "time leaves out communication (all-reduce / all-gather / reduce-scatter): within one NVLink node "
-            "it mostly overlaps compute; across nodes it may not"
-        )
+    comm = estimate_comm(model, s, mem, t, time_spec, db)  # plan/comm.py; None on one GPU
+    notes += comm.lines() if comm else []
     return PlanResult(
         model=model.describe(),
         params=model.params,
@@ -239,4 +240,5 @@ def make_plan(
         work=work,
         work_unit="tokens" if is_tf else "samples",
         notes=notes,
+        communication=comm,
     )
