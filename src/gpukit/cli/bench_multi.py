@@ -38,10 +38,10 @@ class MultiDispatch(TyperCommand):
         args = ctx.meta.get("gpukit.multi_args")
         return run_multi(args) if args is not None else super().invoke(ctx)
 
-    def format_epilog(self, ctx: Any, formatter: Any) -> None:
-        super().format_epilog(ctx, formatter)
-        formatter.write_paragraph()
-        formatter.write_text(f"Multi-GPU: gpukit bench {{{'|'.join(MULTI_COMMANDS)}}} --help (docs/multi-gpu.md)")
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        extra = f"Multi-GPU: gpukit bench {'|'.join(MULTI_COMMANDS)} --help (docs/multi-gpu.md)."
+        self.epilog = f"{self.epilog}\n\n{extra}" if self.epilog else extra
 
 
 def run_multi(args: list[str]) -> Any:
@@ -125,8 +125,9 @@ def _collective_cells(run: Any) -> tuple[list[str], list[list[str]]]:
 
 def _collective_tables(run: Any) -> list[Any]:
     cols, rows = _collective_cells(run)
-    title = (f"{', '.join(run.settings['ops'])} on {run.settings['ranks']} {run.settings['device']} rank(s) — "
-             "time per call, the slowest rank; busbw with NCCL's factors")  # fmt: skip
+    s = run.settings
+    title = (f"{', '.join(s.get('ops', []))} on {s.get('ranks')} {s.get('device')} rank(s) — time per call, the "
+             "slowest rank; busbw with NCCL's factors")  # fmt: skip
     return [render.table(cols, rows, title=title, justify="lllrlrrrrl")]
 
 
