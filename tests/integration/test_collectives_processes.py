@@ -4,10 +4,8 @@ ranks, and the CLI end to end into the history and the report. Small sizes: the 
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from pathlib import Path
 
 import pytest
 

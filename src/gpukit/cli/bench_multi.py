@@ -77,6 +77,8 @@ def _finish(run: Any, as_json: bool, markdown: Path | None, db: Path | None, no_
     else:
         for t in table(run):
             render.console.print(t)
+        for line in _reasons(run):
+            render.console.print(line, soft_wrap=True)
         if run.failure:
             render.error(run.failure, hint="raise --timeout if the rank was only slow; its stderr is in the reason")
         if run.id is not None:
@@ -99,20 +101,28 @@ def _markdown(run: Any) -> str:
         lines += [f"**failure:** {run.failure}", ""]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    lines += ([""] + [f"- {line.strip()}" for line in _reasons(run)]) if _reasons(run) else []
     return "\n".join(lines) + "\n"
 
 
 def _status(r: Any) -> str:
-    if r.status == "ok":
-        return "ok"
-    return f"{r.status}: {r.reason}" if r.reason else r.status
+    return "ok" if r.status == "ok" else r.status  # the reasons are listed under the table (_reasons)
+
+
+def _reasons(run: Any) -> list[str]:
+    seen: dict[str, int] = {}
+    for r in run.rows:
+        if r.status != "ok" and r.reason:
+            key = f"{r.status}: {r.reason}"
+            seen[key] = seen.get(key, 0) + 1
+    return [f"  {k}" + (f" ({n} rows)" if n > 1 else "") for k, n in seen.items()]
 
 
 # ---- collectives -----------------------------------------------------------------------------------------------
 
 
 def _collective_cells(run: Any) -> tuple[list[str], list[list[str]]]:
-    cols = ["op", "dtype", "size", "ranks", "graph", "time", "min … max", "algbw GB/s", "busbw GB/s", "check"]
+    cols = ["op", "dtype", "size", "ranks", "graph", "time", "min … max", "algbw GB/s", "busbw GB/s", "status"]
     rows = []
     for r in run.rows:
         t = r.time_s or {}
@@ -194,8 +204,12 @@ def _p2p_tables(run: Any) -> list[Any]:
     gpus, m = matrix(run.rows)
     if gpus:
         links = {(r.src, r.dst): r.link for r in run.rows}
-        cells = [[f"GPU {a}"] + ["—" if a == b else f"{render.fmt(v, '.0f')} ({links.get((a, b)) or 'n/a'})"
-                                 for b, v in zip(gpus, row, strict=True)] for a, row in zip(gpus, m, strict=True)]  # fmt: skip
+
+        def cell(a: int, b: int, v: Any) -> str:
+            return "—" if a == b else f"{render.fmt(v, '.0f')} ({links.get((a, b)) or 'n/a'})"
+
+        cells = [[f"GPU {a}"] + [cell(a, b, v) for b, v in zip(gpus, row, strict=True)]
+                 for a, row in zip(gpus, m, strict=True)]  # fmt: skip
         out.append(render.table(["src \\ dst", *[f"GPU {g}" for g in gpus]], cells,
                                 title="one way, peer access on: GB/s (link)"))  # fmt: skip
     return out

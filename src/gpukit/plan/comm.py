@@ -19,6 +19,7 @@ Data-parallel collectives can overlap the backward pass, TP's cannot: the step i
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import sqlite3
@@ -54,7 +55,7 @@ class BusbwCurve:
             return pts[0][1]
         if size_bytes >= pts[-1][0]:
             return pts[-1][1]
-        for (s0, b0), (s1, b1) in zip(pts, pts[1:], strict=False):
+        for (s0, b0), (s1, b1) in itertools.pairwise(pts):
             if s0 <= size_bytes <= s1:
                 f = (math.log(size_bytes) - math.log(s0)) / (math.log(s1) - math.log(s0))
                 return b0 + f * (b1 - b0)
@@ -135,6 +136,12 @@ def load_busbw(spec: GpuSpec, db_path: Path | None = None) -> BusbwCurve | None:
     return None
 
 
+def _usable(r: dict[str, Any]) -> bool:
+    """A checked all-reduce row on GPUs with ≥ 2 ranks (one rank's busbw is 0 by definition)."""
+    return bool(r.get("op") == "allreduce" and r.get("status") == "ok" and r.get("check") and r.get("device") == "cuda"
+                and (r.get("ranks") or 0) >= 2 and r.get("busbw_gbps"))  # fmt: skip
+
+
 def _curve(spec: GpuSpec, host: str | None, machine: dict[str, Any], settings: dict[str, Any]) -> BusbwCurve | None:
     doc = settings.get("multi_gpu")
     if not isinstance(doc, dict) or doc.get("kind") != "collectives":
@@ -143,8 +150,7 @@ def _curve(spec: GpuSpec, host: str | None, machine: dict[str, Any], settings: d
     local = match_spec(str(names[0])) if names else None
     if local is None or local.key != spec.key:
         return None
-    rows = [r for r in doc.get("rows", []) if r.get("op") == "allreduce" and r.get("status") == "ok"
-            and r.get("check") and r.get("device") == "cuda" and (r.get("ranks") or 0) >= 2 and r.get("busbw_gbps")]  # fmt: skip
+    rows = [r for r in doc.get("rows", []) if _usable(r)]
     if not rows:
         return None
     ranks = max(r["ranks"] for r in rows)

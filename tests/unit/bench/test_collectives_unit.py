@@ -195,7 +195,7 @@ def test_cli_saves_renders_and_writes_markdown(run_cli, tmp_path: Path, monkeypa
     assert doc["id"] == 1 and [r["size_bytes"] for r in doc["rows"]][:2] == [MiB, MiB]
     assert "| allreduce | fp32 | 1.00 MiB | 2 | captured |" in md.read_text()
     res = run_cli("bench", "allreduce", "--device", "cpu", "--db", db)
-    assert res.exit_code == 1 and "failed" in res.stdout and "saved as run 2" in res.stdout
+    assert res.exit_code == 1 and "  failed: rank 1 hung: x" in res.stdout and "saved as run 2" in res.stdout
     res = run_cli("report", "--run", "1", "--db", db, "-o", str(tmp_path / "r.md"), "-f", "md", "--json")
     assert res.exit_code == 0 and "busbw" in json.loads(res.stdout)["plots"]
     res = run_cli("history", "--db", db)

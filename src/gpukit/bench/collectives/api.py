@@ -94,9 +94,13 @@ def _missing(req: CollectiveRequest, sizes: list[int], ranks: int, have: list[Co
     """A row for each (op, dtype, size) that has none: what a failed or impossible run did not measure."""
     done = {(r.op, r.dtype, r.requested_bytes or r.size_bytes) for r in have}
     backend = "nccl" if req.device == "cuda" else "gloo"
-    return [CollectiveRow(op, size, dtype, ranks, req.device, backend, status=status, reason=reason,
-                          requested_bytes=size)  # fmt: skip
-            for op in req.ops for dtype in req.dtypes for size in sizes if (op, dtype, size) not in done]
+    return [
+        CollectiveRow(op, size, dtype, ranks, req.device, backend, status=status, reason=reason, requested_bytes=size)
+        for op in req.ops
+        for dtype in req.dtypes
+        for size in sizes
+        if (op, dtype, size) not in done
+    ]
 
 
 def run_collectives(req: CollectiveRequest) -> MultiRun:
@@ -111,8 +115,10 @@ def run_collectives(req: CollectiveRequest) -> MultiRun:
                 "dtypes": list(req.dtypes), "quick": req.quick, "timeout_s": req.timeout_s}  # fmt: skip
     run = MultiRun("collectives", started, settings)
     if why is None and req.device == "cuda" and ranks > gpus and not under_torchrun():
-        raise ConfigError(f"--ranks {ranks} but this machine has {gpus} GPU(s)",
-                          hint=f"use --ranks {gpus} or fewer (one rank per GPU), or torchrun for several nodes")
+        raise ConfigError(
+            f"--ranks {ranks} but this machine has {gpus} GPU(s)",
+            hint=f"use --ranks {gpus} or fewer (one rank per GPU), or torchrun for several nodes",
+        )
     if why is not None:
         run.rows = list(_missing(req, sizes, ranks, [], "unavailable", why))
         return _done(run, t0)

@@ -57,8 +57,8 @@ def save_multi_run(run: MultiRun, db: Path | None, command: str) -> int:
     machine = _fingerprint()
     machine.setdefault("gpus", list(machine.get("gpu_names") or []))  # the store's "gpu" column reads this
     results = [to_result(r) for r in run.rows]
-    settings = {"workloads": sorted({r.workload for r in results}), "command": command, "quick": bool(run.settings.get("quick")),
-                MULTI_KEY: run.to_dict()}  # fmt: skip
+    settings = {"workloads": sorted({r.workload for r in results}), "command": command,
+                "quick": bool(run.settings.get("quick")), MULTI_KEY: run.to_dict()}  # fmt: skip
     bench_run = Run(run.started_at, machine, versions(), settings, results=results, duration_s=run.duration_s,
                     interrupted=False)  # fmt: skip
     run.id = Store(db).save(bench_run)

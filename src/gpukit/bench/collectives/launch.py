@@ -11,6 +11,7 @@ runs the rank in this process instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -95,19 +96,15 @@ def _kill_all(procs: list[subprocess.Popen[bytes]]) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for p in procs:
             if p.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, sig)  # the rank's whole session: its own children too
-                except ProcessLookupError:
-                    pass
         deadline = time.monotonic() + GRACE_S
         while time.monotonic() < deadline and any(p.poll() is None for p in procs):
             time.sleep(POLL_S)
     for p in procs:
         p.wait()
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(p.pid, signal.SIGKILL)  # a grandchild that outlived its rank
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _died(procs: list[subprocess.Popen[bytes]], job_dir: Path) -> RankFailure | None:

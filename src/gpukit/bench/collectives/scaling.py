@@ -33,7 +33,7 @@ def rank_counts(max_ranks: int) -> list[int]:
     while n < max_ranks:
         out.append(n)
         n *= 2
-    return out + [max_ranks]
+    return [*out, max_ranks]
 
 
 def _samples(ctx: Any, stepper: Any, repeats: int, per_sample: int) -> list[float]:
@@ -51,7 +51,6 @@ def _samples(ctx: Any, stepper: Any, repeats: int, per_sample: int) -> list[floa
 
 def _weights_agree(ctx: Any, net: Any) -> bool:
     """Bit-identical weights on every rank: each rank's per-tensor sums, max over ranks == min over ranks."""
-    torch = ctx.torch
     sums = [float(p.detach().double().sum()) for p in net.parameters()]
     hi = ctx.agree_max(sums)
     lo = [-v for v in ctx.agree_max([-s for s in sums])]
@@ -125,7 +124,12 @@ class ScalingRequest:
             raise ConfigError(f"unknown model '{model}'", hint=f"use --model {' or '.join(MODELS)}")
         if device not in ("cpu", "cuda"):
             raise ConfigError(f"unknown device '{device}'", hint="use --device cpu or --device cuda")
-        for flag, v in (("--max-gpus", max_ranks), ("--batch", batch), ("--image-size", image_size), ("--steps", steps)):
+        for flag, v in (
+            ("--max-gpus", max_ranks),
+            ("--batch", batch),
+            ("--image-size", image_size),
+            ("--steps", steps),
+        ):
             if v is not None and v < 1:
                 raise ConfigError(f"{flag} must be at least 1, not {v}")
         if timeout_s <= 0:
