@@ -178,6 +178,8 @@ def _finish(row: dict[str, Any], samples: list[float]) -> dict[str, Any]:
     med = statistics.median(samples)
     row["time_s"] = {"median": med, "min": min(samples), "max": max(samples)}
     row["algbw_gbps"], row["busbw_gbps"] = bandwidths(row["op"], row["size_bytes"], row["ranks"], med)
+    if row["ranks"] == 1:  # nothing crosses a link: busbw is 0 by NCCL's factor, algbw would be size / overhead
+        row["algbw_gbps"] = None
     row["samples_s"] = samples
     return row
 
