@@ -101,7 +101,7 @@ def test_a_dead_rank_is_reported_and_reaped() -> None:
 def test_scaling_on_one_and_two_cpu_ranks() -> None:
     from gpukit.bench.collectives.scaling import ScalingRequest, run_scaling
 
-    run = run_scaling(ScalingRequest("seed-cnn", "cpu", 2, batch=4, image_size=16, steps=2, timeout_s=120))
+    run = run_scaling(ScalingRequest("seed-cnn", "cpu", 2, batch_arg=4, image_size_arg=16, steps_arg=2, timeout_s=120))
     assert run.failure is None and [r.ranks for r in run.rows] == [1, 2]
     one, two = run.rows
     assert one.ok and two.ok and one.check and two.check and two.backend == "gloo"

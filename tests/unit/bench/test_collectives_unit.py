@@ -200,3 +200,16 @@ def test_cli_saves_renders_and_writes_markdown(run_cli, tmp_path: Path, monkeypa
     assert res.exit_code == 0 and "busbw" in json.loads(res.stdout)["plots"]
     res = run_cli("history", "--db", db)
     assert res.exit_code == 0 and "allreduce" in res.stdout
+
+
+def test_scaling_rank_counts_and_defaults() -> None:
+    from gpukit.bench.collectives.scaling import ScalingRequest, rank_counts
+
+    assert rank_counts(1) == [1] and rank_counts(2) == [1, 2] and rank_counts(8) == [1, 2, 4, 8]
+    assert rank_counts(6) == [1, 2, 4, 6]
+    gpu = ScalingRequest("resnet50", "cuda")
+    assert (gpu.batch, gpu.image_size, gpu.steps, gpu.repeats, gpu.per_sample, gpu.warmup) == (64, 224, 30, 5, 6, 5)
+    quick = ScalingRequest("resnet18", "cuda", quick=True)
+    assert (quick.steps, quick.repeats, quick.per_sample) == (10, 5, 2)
+    cpu = ScalingRequest("seed-cnn", "cpu", steps_arg=2)
+    assert (cpu.batch, cpu.image_size, cpu.repeats, cpu.per_sample, cpu.warmup) == (8, 64, 2, 1, 1)

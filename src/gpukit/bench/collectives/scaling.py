@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -116,32 +117,60 @@ def run_scaling_rank(job: dict[str, Any], job_dir: Path | None) -> list[dict[str
     return [row.to_dict()]
 
 
+@dataclass(frozen=True)
 class ScalingRequest:
-    def __init__(self, model: str = "resnet50", device: str = "cuda", max_ranks: int | None = None,
-                 batch: int | None = None, image_size: int | None = None, steps: int | None = None,
-                 timeout_s: float = 300.0, quick: bool = False) -> None:  # fmt: skip
-        if model not in MODELS:
-            raise ConfigError(f"unknown model '{model}'", hint=f"use --model {' or '.join(MODELS)}")
-        if device not in ("cpu", "cuda"):
-            raise ConfigError(f"unknown device '{device}'", hint="use --device cpu or --device cuda")
-        for flag, v in (
-            ("--max-gpus", max_ranks),
-            ("--batch", batch),
-            ("--image-size", image_size),
-            ("--steps", steps),
-        ):
+    """What `gpukit bench scaling` measures; None means the device's default (validated on creation)."""
+
+    model: str = "resnet50"
+    device: str = "cuda"
+    max_ranks: int | None = None
+    batch_arg: int | None = None
+    image_size_arg: int | None = None
+    steps_arg: int | None = None
+    timeout_s: float = 300.0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        if self.model not in MODELS:
+            raise ConfigError(f"unknown model '{self.model}'", hint=f"use --model {' or '.join(MODELS[:2])}")
+        if self.device not in ("cpu", "cuda"):
+            raise ConfigError(f"unknown device '{self.device}'", hint="use --device cpu or --device cuda")
+        given = (("--max-gpus", self.max_ranks), ("--batch", self.batch_arg), ("--image-size", self.image_size_arg),
+                 ("--steps", self.steps_arg))  # fmt: skip
+        for flag, v in given:
             if v is not None and v < 1:
                 raise ConfigError(f"{flag} must be at least 1, not {v}")
-        if timeout_s <= 0:
-            raise ConfigError(f"--timeout must be positive, not {timeout_s:g}")
-        cuda = device == "cuda"
-        self.model, self.device, self.max_ranks, self.timeout_s = model, device, max_ranks, timeout_s
-        self.batch = batch or (64 if cuda else 8)
-        self.image_size = image_size or (224 if cuda else 64)
-        steps = steps or (10 if quick else 30) if cuda else steps or 6
-        self.repeats = 5 if steps >= 10 else max(1, min(3, steps))
-        self.per_sample = max(1, steps // self.repeats)
-        self.warmup = 5 if cuda else 1
+        if self.timeout_s <= 0:
+            raise ConfigError(f"--timeout must be positive, not {self.timeout_s:g}")
+
+    @property
+    def cuda(self) -> bool:
+        return self.device == "cuda"
+
+    @property
+    def batch(self) -> int:
+        return self.batch_arg or (64 if self.cuda else 8)
+
+    @property
+    def image_size(self) -> int:
+        return self.image_size_arg or (224 if self.cuda else 64)
+
+    @property
+    def steps(self) -> int:
+        return self.steps_arg or ((10 if self.quick else 30) if self.cuda else 6)
+
+    @property
+    def repeats(self) -> int:
+        """Samples; each is ``per_sample`` steps timed together (one sync per sample, not per step)."""
+        return 5 if self.steps >= 10 else max(1, min(3, self.steps))
+
+    @property
+    def per_sample(self) -> int:
+        return max(1, self.steps // self.repeats)
+
+    @property
+    def warmup(self) -> int:
+        return 5 if self.cuda else 1
 
 
 def run_scaling(req: ScalingRequest) -> MultiRun:
