@@ -116,7 +116,7 @@ def test_history_rows_and_report_plots(tmp_path: Path) -> None:
     assert [r.workload for r in back.results] == ["allreduce"] * 5
     assert [r.backend for r in back.results][:2] == ["nccl-x2", "nccl-x2-graph"]
     first = back.results[0]
-    assert first.gbps == pytest.approx(MiB / 2e-5 / 1e9) and first.size == "1MiB" and first.check is True
+    assert first.gbps == pytest.approx(MiB / 2e-5 / 1e9) and first.size == "1MiB:fp32" and first.check is True
     assert back.results[-1].status == "failed" and back.settings["multi_gpu"]["rows"][-1]["reason"] == "rank 1 hung: x"
     report = build_report(back)
     names = [p.name for p in report.plots]

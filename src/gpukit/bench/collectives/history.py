@@ -28,7 +28,8 @@ def to_result(row: Any) -> Any:
     if isinstance(row, CollectiveRow):
         t = row.time_s or {}
         backend = f"{row.backend}-x{row.ranks}" + ("-graph" if row.graph == "captured" else "")
-        return Result(row.op, backend, row.device, bytes_label(row.size_bytes), status, row.reason, dtype=row.dtype,
+        size = f"{bytes_label(row.size_bytes)}:{row.dtype}"
+        return Result(row.op, backend, row.device, size, status, row.reason, dtype=row.dtype,
                       check=row.check, kernel_median_s=t.get("median"), kernel_min_s=t.get("min"),
                       kernel_max_s=t.get("max"), throughput_unit="gbps", gbps=row.busbw_gbps,
                       bytes=float(row.size_bytes), repeats=row.repeats, inner=row.iters,
