@@ -153,6 +153,9 @@ def build_report(run: Run) -> Report:
             png = rp.bars_plot(w, run.results)
             caption = f"{w}: throughput by backend on a logarithmic axis (every bar chart uses one)"
             report.plots.append(Plot(f"bars-{w}", "throughput", f"{w}: throughput", png, caption))
+    from gpukit.bench.report_collectives import multi_gpu_plots  # imports Plot from here: imported late
+
+    report.plots += multi_gpu_plots(run)
     return report
 
 

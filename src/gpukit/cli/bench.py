@@ -370,4 +370,6 @@ def _print_walls(run: Run) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add `gpukit bench`."""
-    app.command("bench")(bench)
+    from gpukit.cli.bench_multi import MultiDispatch  # allreduce, p2p, scaling …: cli/bench_multi.py
+
+    app.command("bench", cls=MultiDispatch)(bench)

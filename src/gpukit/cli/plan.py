@@ -267,7 +267,7 @@ def register(app: typer.Typer) -> None:
         )
         work = _work(spec, tokens, samples)
         measured = measuring.load_ceilings(db)
-        result = advisor.make_plan(spec, settings, work=work, prices=prices, measured=measured, gpu=gpu)
+        result = advisor.make_plan(spec, settings, work=work, prices=prices, measured=measured, gpu=gpu, db=db)
         doc = result.to_dict()
         if measure:
             doc["measurement"] = _run_measure(spec, settings, doc, db)

@@ -32,6 +32,8 @@ class GpuSpec:
     compute_capability: str | None = None
     unverified: tuple[str, ...] = field(default_factory=tuple)
     nvml_total_mib: int | None = None  # what the driver reports as total memory, where a real part was read
+    allreduce_busbw_gbps: float | None = None  # published all-reduce busbw of a node of these (plan's fallback)
+    allreduce_busbw_source: str | None = None
 
     @property
     def memory_bytes(self) -> float:
@@ -69,6 +71,8 @@ def _parse(doc: dict) -> list[GpuSpec]:  # type: ignore[type-arg]
                 compute_capability=row.get("compute_capability"),
                 unverified=tuple(row.get("unverified", [])),
                 nvml_total_mib=row.get("nvml_total_mib"),
+                allreduce_busbw_gbps=row.get("allreduce_busbw_gbps"),
+                allreduce_busbw_source=row.get("allreduce_busbw_source"),
             )
         )
     return specs

@@ -10,6 +10,7 @@ from typing import Any
 from gpukit.errors import PlanError
 from gpukit.hardware.specs import GpuSpec, all_specs, get_spec, match_spec
 from gpukit.plan.catalog import Instance, load_catalog
+from gpukit.plan.comm import estimate_comm
 from gpukit.plan.compute import TimeEstimate, estimate_time
 from gpukit.plan.memory import MemoryBreakdown, PlanSettings, estimate_memory
 from gpukit.plan.models import ModelSpec, TransformerSpec
@@ -71,6 +72,7 @@ class PlanResult:
     notes: list[str] = field(default_factory=list)
     time_layout: str = ""  # the layout the headline time is for
     time_as_asked: bool = True  # False: the asked layout does not fit the headline GPU, time_layout is what does
+    communication: Any = None  # plan.comm.CommEstimate for several GPUs
 
     def to_dict(self) -> dict[str, Any]:
         mem = self.memory.to_dict()
@@ -93,6 +95,7 @@ class PlanResult:
                 **(self.time.to_dict() if self.time else {"task": self.settings.task}),
             },
             "cost": [c.to_dict() for c in self.cost],
+            "communication": self.communication.to_dict() if self.communication else None,
         }
 
 
@@ -260,6 +263,7 @@ def make_plan(
     prices: Path | None = None,
     measured: dict[str, Any] | None = None,
     gpu: str | None = None,
+    db: Path | None = None,
 ) -> PlanResult:
     """The whole plan. ``gpu`` picks the GPU the headline time is for (default: the measured one, else H100)."""
     mem = estimate_memory(model, s)
@@ -274,11 +278,8 @@ def make_plan(
     notes = []
     if s.task == "train" and t is not None and t.mfu is not None:
         notes.append(f"time assumes MFU {t.mfu:.1%} of the {time_spec.name} datasheet peak ({t.ceilings_source})")
-    if s.gpus > 1:
-        notes.append(
-            "time leaves out communication (all-reduce / all-gather / reduce-scatter): within one NVLink node "
-            "it mostly overlaps compute; across nodes it may not"
-        )
+    comm = estimate_comm(model, s, mem, t, time_spec, db)  # plan/comm.py; None on one GPU
+    notes += comm.lines() if comm else []
     return PlanResult(
         model=model.describe(),
         params=model.params,
@@ -294,4 +295,5 @@ def make_plan(
         notes=notes,
         time_layout=time_layout,
         time_as_asked=as_asked,
+        communication=comm,
     )
