@@ -18,11 +18,8 @@ Data-parallel collectives can overlap the backward pass, TP's cannot: the step i
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import json
 import math
-import sqlite3
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +31,8 @@ from gpukit.plan.models import ModelSpec, TransformerSpec
 __all__ = ["BUSBW_FACTORS", "BusbwCurve", "CommEstimate", "CommTerm", "collective_s", "estimate_comm", "load_busbw"]
 
 # NCCL's busbw factors (the same as bench/collectives/ops.py; a test keeps the two equal)
+_COLLECTIVE_OPS = ("allreduce",)  # the workload name a collectives run stores its all-reduce rows under
+
 BUSBW_FACTORS = {
     "allreduce": lambda n: 2 * (n - 1) / n,
     "allgather": lambda n: (n - 1) / n,
@@ -111,27 +110,23 @@ def collective_s(op: str, nbytes: float, ranks: int, busbw_gbps: float) -> float
 # ---- busbw: measured, else datasheet -------------------------------------------------------------------------
 
 
-def _default_db() -> Path:
-    from gpukit.plan.measure import default_db_path
-
-    return default_db_path()
-
-
 def load_busbw(spec: GpuSpec, db_path: Path | None = None) -> BusbwCurve | None:
     """The latest measured all-reduce curve on a GPU of ``spec``'s kind (≥ 2 ranks, checked rows), or None.
-    Read from the history's SQLite directly (``runs.settings_json → multi_gpu``), so `plan` does not import
-    `bench`; anything unexpected → None."""
-    path = db_path or _default_db()
-    if not path.exists():
-        return None
+    Read through the results history (``settings → multi_gpu`` of a collectives run); a missing or damaged history
+    is no measurement (the datasheet figure is used instead), never an error of `plan`."""
+    from gpukit.errors import GpukitError
+    from gpukit.history import open_history
+
     try:
-        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as con:
-            runs = con.execute("SELECT id, hostname, machine_json, settings_json FROM runs ORDER BY id DESC").fetchall()
-            for _rid, host, machine_json, settings_json in runs:
-                curve = _curve(spec, host, json.loads(machine_json or "{}"), json.loads(settings_json or "{}"))
+        with open_history(db_path, create=False) as history:
+            for summary in history.list_runs(limit=200):
+                if not any(w in _COLLECTIVE_OPS for w in summary.workloads):
+                    continue
+                doc = history.load_run(summary.id)
+                curve = _curve(spec, summary.hostname, doc["machine"], doc["settings"])
                 if curve is not None:
                     return curve
-    except (sqlite3.Error, ValueError, TypeError, KeyError, AttributeError):
+    except (GpukitError, ValueError, TypeError, KeyError, AttributeError):
         return None
     return None
 
@@ -227,7 +222,7 @@ def estimate_comm(
                              "datasheet figure; run gpukit bench allreduce on it",))  # fmt: skip
     terms = train_terms(model, s, curve) if s.task == "train" else infer_terms(model, s, curve)
     comm = sum(t.seconds for t in terms)
-    base = time.step_s if s.task == "train" else time.per_token_s
+    base = None if time is None else time.step_s if s.task == "train" else time.per_token_s  # None: nothing fits
     if base is None:
         return CommEstimate(tuple(terms), curve.source, None, comm, None, None, None)
     dp_s = sum(t.seconds for t in terms if t.overlaps_compute)

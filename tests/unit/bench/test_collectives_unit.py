@@ -107,12 +107,13 @@ def _collective_run() -> MultiRun:
 def test_history_rows_and_report_plots(tmp_path: Path) -> None:
     from gpukit.bench.collectives.history import save_multi_run
     from gpukit.bench.report import build_report, to_markdown
-    from gpukit.bench.store import Store
+    from gpukit.bench.results import Run
+    from gpukit.history import open_history
 
     db = tmp_path / "h.db"
     run = _collective_run()
     rid = save_multi_run(run, db, "gpukit bench allreduce")
-    back = Store(db).load(rid)
+    back = Run.from_dict(open_history(db).load_run(rid))
     assert [r.workload for r in back.results] == ["allreduce"] * 5
     assert [r.backend for r in back.results][:2] == ["nccl-x2", "nccl-x2-graph"]
     first = back.results[0]

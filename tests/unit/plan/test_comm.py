@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gpukit.bench.results import Result, Run
-from gpukit.bench.store import Store
 from gpukit.hardware.specs import get_spec
+from gpukit.history import open_history
 from gpukit.plan import comm
 from gpukit.plan.advisor import make_plan
 from gpukit.plan.memory import PlanSettings, estimate_memory
@@ -81,7 +81,8 @@ def _history_with_busbw(db: Path) -> None:
     settings = {"workloads": ["allreduce"], "multi_gpu": {"kind": "collectives", "rows": rows}}
     run = Run("2026-12-01T00:00:00+00:00", {"hostname": "h200x2", "gpus": ["NVIDIA H200"]}, {}, settings,
               results=[Result("allreduce", "nccl-x2", "cuda", "1MiB")])  # fmt: skip
-    Store(db).save(run)
+    with open_history(db) as history:
+        history.save_run(run.to_dict())
 
 
 GiB_ = 2**30

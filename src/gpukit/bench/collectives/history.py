@@ -1,10 +1,10 @@
-"""The one place the multi-GPU benches touch the results history (written against ``bench/store.py``).
+"""The one place the multi-GPU benches touch the results history .
 
 A :class:`MultiRun` is saved as an ordinary bench run, so `gpukit history` lists it and `gpukit report` writes it up:
 each row becomes a :class:`~gpukit.bench.results.Result` (workload = the op, ``p2p`` or ``scaling-<model>``;
 throughput in ``gbps`` = busbw, or ``samples_per_s`` = images/s), and the whole MultiRun document — every field of
 every row — is kept in the run's settings under ``multi_gpu``, which is what the report's plots and `gpukit plan`
-read back. After the history moves (engine's ``history/`` module), only :func:`save_multi_run` changes.
+read back.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def save_multi_run(run: MultiRun, db: Path | None, command: str) -> int:
     """Store ``run`` in the results history; sets and returns ``run.id``."""
     from gpukit.bench.results import Run
     from gpukit.bench.runner import _fingerprint, versions
-    from gpukit.bench.store import Store
+    from gpukit.history import open_history
 
     machine = _fingerprint()
     machine.setdefault("gpus", list(machine.get("gpu_names") or []))  # the store's "gpu" column reads this
@@ -62,5 +62,6 @@ def save_multi_run(run: MultiRun, db: Path | None, command: str) -> int:
                 "quick": bool(run.settings.get("quick")), MULTI_KEY: run.to_dict()}  # fmt: skip
     bench_run = Run(run.started_at, machine, versions(), settings, results=results, duration_s=run.duration_s,
                     interrupted=False)  # fmt: skip
-    run.id = Store(db).save(bench_run)
+    with open_history(db) as history:
+        run.id = history.save_run(bench_run.to_dict())
     return run.id
