@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpukit.bench.results import Ceilings, Result, Run
+from gpukit.bench.results import Ceilings, Result, Run, legacy_size
 
 
 def _row(workload, backend, device, size, t, unit, amount, *, flops=None, nbytes=None, h2d=0.0, d2h=0.0, **kw):
@@ -25,6 +25,7 @@ def _row(workload, backend, device, size, t, unit, amount, *, flops=None, nbytes
         compile_s=0.01,
         **kw,
     )
+    r.size_x, r.size_group = legacy_size(size)  # what the engine's Size carries on a measured row
     setattr(r, unit, amount / t / {"gbps": 1e9, "tflops": 1e12, "giter_per_s": 1e9, "samples_per_s": 1.0}[unit])
     return r
 
