@@ -146,6 +146,7 @@ def _cheat(name: str, make: Callable[[], Fn], **overrides: Any) -> Workload:
         },
         reference=lambda size, inputs: np.add(inputs["a"], inputs["b"]),  # float32 is exact enough for a + b
         check=check,
+        tolerance=lambda size: 1e-6,
         output_spec=lambda size: ((size["n"],), "float32"),
         flops=lambda size: float(size["n"]),
         bytes=lambda size: 12.0 * size["n"],

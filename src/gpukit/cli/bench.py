@@ -136,8 +136,8 @@ def _save(history: History, run: Run) -> None:
 
 
 def _measured(request: BenchRequest, db: Path | None, no_save: bool) -> Run:
-    """Open the history, run the request with the progress display and the interrupt handling, then record the
-    command and save the run (still under the handler, so a second Ctrl-C does not cut the save short)."""
+    """Open the history, run the request with the progress display and the interrupt handling, then save the run
+    (still under the handler, so a second Ctrl-C does not cut the save short)."""
     from gpukit.bench.runner import execute
 
     history = _open_history(db, no_save)
@@ -147,7 +147,6 @@ def _measured(request: BenchRequest, db: Path | None, no_save: bool) -> Run:
             bar, callback = _progress_callback(rearm)
             with bar:
                 run = execute(request, callback)
-            run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
             if history is not None:
                 _save(history, run)
     finally:
@@ -195,7 +194,7 @@ def bench(
     tol = _parse_tolerance(tolerance)
     if save_image is not None and save_image.is_dir():
         raise ConfigError(
-            f"--save-image {save_image} is a directory", hint=f"give a file: {save_image / 'mandelbrot.png'}"
+            f"--save-image {save_image} is a directory", hint=f"give a file name: {save_image / 'mandelbrot.png'}"
         )
     if sweep:
         given = {"--size": size, "--workload": workload_file, "--seed-example": seed_example, "--energy": energy,
@@ -228,6 +227,7 @@ def bench(
         call_timeout_s=call_timeout if call_timeout > 0 else None,
         sweep=sweep,
         sweep_total_s=sweep_budget if sweep_budget > 0 else None,
+        extra=(("command", "gpukit " + " ".join(sys.argv[1:])),),  # as typed (under a test runner: its argv)
     )
     _check_plan(request)  # unknown workloads, backends and sizes before the history or the ceilings are touched
     # Before measuring: a wrong --baseline must not cost a whole run (and a run id is read before this run is saved).
@@ -350,6 +350,20 @@ def _print_walls(run: Run) -> None:
     sys.stderr.flush()
 
 
+def _help() -> str:
+    """The command's help: its docstring and the workloads it knows (names from the registry, nothing imported)."""
+    from gpukit.bench.sweep import SWEEP_WORKLOADS
+    from gpukit.bench.workloads import DEFAULT_WORKLOADS, WORKLOADS
+
+    names = ", ".join(f"{n} (default)" if n in DEFAULT_WORKLOADS else n for n in WORKLOADS)
+    return (
+        f"{(bench.__doc__ or '').strip()}\n\nWorkloads: {names}. Your own: --workload FILE.py:NAME "
+        f"(docs/custom-workload.md). --sweep runs {' '.join(SWEEP_WORKLOADS)} over size ladders and finds the "
+        "CPU/GPU crossover."
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Add `gpukit bench`."""
-    app.command("bench")(bench)
+    # (The multi-GPU collectives add their own dispatch here: one command per group of workloads.)
+    app.command("bench", help=_help())(bench)

@@ -124,6 +124,9 @@ def synthetic_run(*, with_training: bool = True) -> Run:
         spec_fp32_tflops=67.0,
         notes=["synthetic"],
     )
+    from gpukit.bench.workloads.gemm import annotate
+
+    annotate(rows)  # what analyse stored on a measured run's gemm rows: % of the run's cuBLAS rate
     return Run(
         started_at="2026-11-30T05:00:00Z",
         machine={"cpu": {"model": "Test CPU", "cores": 16}, "gpus": [{"name": "NVIDIA H200", "memory_gib": 139.8}]},

@@ -181,8 +181,9 @@ def _estimator(
 
     ``linear``: array-expression backends (NumPy, PyTorch) pay a fixed cost per operation — tens of operations per
     iteration, whatever the frame — which a small frame's time is mostly made of: scaling it by the pixel ratio
-    estimated 69 s for a torch-cpu call that takes 0.2-2.7 s. Those time two frames (¼ and all of ``max_px``) and
-    extrapolate the line through them: fixed cost plus per-pixel cost."""
+    estimated 69 s for a torch-cpu call that takes 0.2-2.7 s. Those time two frames (from ¼ and all of ``max_px``) and
+    extrapolate the line through them (fixed cost plus per-pixel cost), growing the frames until the per-pixel
+    part shows."""
 
     def per_call(w: int, h: int, it: int, px: int) -> tuple[float, int]:
         k = max(1, math.ceil(math.sqrt(w * h / px)))
@@ -204,13 +205,22 @@ def _estimator(
 
     def estimate(size: Size) -> float:
         w, h, it = size["width"], size["height"], size["max_iter"]
-        t1, n1 = per_call(w, h, it, max_px)
-        if not linear or n1 >= w * h:
+        if not linear:
+            t1, n1 = per_call(w, h, it, max_px)
             return t1 / n1 * w * h
-        t0, n0 = per_call(w, h, it, max_px // 4)
-        slope = max((t1 - t0) / (n1 - n0), 0.0) if n1 > n0 else t1 / n1
-        fixed = max(t1 - slope * n1, 0.0)
-        return fixed + slope * w * h
+        # Grow the calibration frame 4× at a time until the per-pixel cost shows (the time grows ≥ 2.5× with the
+        # pixels), a call takes half a second, or the frame is half the real one; extrapolate the last two points.
+        t0, n0 = per_call(w, h, it, max(max_px // 4, 64))
+        px = max_px
+        while True:
+            t1, n1 = per_call(w, h, it, px)
+            if n1 <= n0 or t1 >= 2.5 * t0 or t1 >= 0.5 or 2 * n1 >= w * h:
+                break
+            t0, n0, px = t1, n1, px * 4
+        if n1 <= n0:
+            return t1 / n1 * w * h
+        slope = max((t1 - t0) / (n1 - n0), 0.0)
+        return max(t1 - slope * n1, 0.0) + slope * w * h
 
     return estimate
 
@@ -256,7 +266,7 @@ WORKLOAD = Workload(
         "torch-cpu": Implementation(
             "torch-cpu",
             _torch,
-            estimate_s=_estimator("torch", _torch, "torch-cpu", 262144, linear=True),
+            estimate_s=_estimator("torch", _torch, "torch-cpu", 65536, linear=True),
             dtype="float32",
             note="vectorised, masked",
         ),
