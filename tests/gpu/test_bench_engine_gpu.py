@@ -66,3 +66,43 @@ def test_tiny_kernels_are_timed_on_the_device_not_at_the_launch_rate() -> None:
         assert r.end_to_end_s >= r.launch_s
         if r.backend == "cupy-cuda-c":  # its Python wrapper checks every operand: ~10-20 µs per launch
             assert r.launch_bound, (r.kernel_median_s, r.launch_s)
+
+
+def _add_inputs(rng):
+    import numpy as np
+
+    n = 1 << 26  # 256 MiB per operand: out of L2, so GB/s means HBM
+    return {"a": rng.standard_normal(n, dtype=np.float32), "b": rng.standard_normal(n, dtype=np.float32)}
+
+
+def test_compare_one_call_on_the_gpu() -> None:
+    """gpukit.bench.compare: a torch-cuda add is checked, event-timed and faster than NumPy; a first-call-only
+    cheat on the GPU is failed (the H200 once printed one ok at 921,250 GB/s)."""
+    import numpy as np
+
+    from gpukit.bench import compare
+
+    calls = [0]
+
+    def cheat(a, b, out):
+        calls[0] += 1
+        if calls[0] == 1:
+            torch.add(a, b, out=out)
+
+    rows = compare(
+        {"numpy": lambda a, b: a + b, "torch-cuda": lambda a, b, out: torch.add(a, b, out=out),
+         "cheat": ("torch-cuda", cheat)},
+        inputs=_add_inputs, reference=lambda a, b: a.astype(np.float64) + b, repeat=5,
+    )  # fmt: skip
+    by = {r.backend: r for r in rows}
+    gpu = by["torch-cuda"]
+    assert gpu.ok and gpu.device == "cuda" and gpu.check and gpu.speedup and gpu.speedup > 1
+    assert gpu.gbps and 100 < gpu.gbps < 20_000  # below any GPU's HBM peak times the margin
+    assert by["cheat"].status == "failed" and "right on the first call, wrong after" in (by["cheat"].reason or "")
+
+
+def test_gpukit_bench_fixture_on_the_gpu(gpukit_bench) -> None:
+    """The pytest fixture: a GPU row checked before and after timing, with device-side timing and its spread."""
+    row = gpukit_bench(lambda a, b, out: torch.add(a, b, out=out), backend="torch-cuda", inputs=_add_inputs,
+                       reference=lambda a, b: a + b, repeat=5)  # fmt: skip
+    assert row.ok and row.launch_s is not None and row.kernel_min_s <= row.kernel_median_s <= row.kernel_max_s

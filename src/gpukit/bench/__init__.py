@@ -1,12 +1,15 @@
 """The measuring engine behind `gpukit bench`: workloads × backends × sizes, each result verified and timed honestly.
 
-Public API::
+Public API (pinned by ``tests/unit/bench/test_public_api.py``)::
 
-    from gpukit.bench import run, Workload, Implementation, Size
+    from gpukit.bench import compare, run, BenchRequest, Workload, Implementation, Size
+    rows = compare({"numpy": f, "torch-cuda": g}, inputs=..., reference=...)   # your own function, one call
     bench_run = run(["vector-add"], backends=["numpy", "torch-cpu"], quick=True)
     for row in bench_run.results: ...
 
-See ``docs/custom-workload.md`` for measuring your own function.
+``run`` is ``execute(BenchRequest(...))``: request → plan → measure → analyse (``bench/runner.py``). In a test, the
+``gpukit_bench`` pytest fixture (``bench/pytest_plugin.py``) measures a function with the same checks. See
+``docs/measure-your-function.md`` and ``docs/custom-workload.md``.
 """
 
 from __future__ import annotations
@@ -14,13 +17,34 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from gpukit.bench.harness import CALL_TIMEOUT_S
+from gpukit.bench.oneshot import compare
+from gpukit.bench.request import BenchRequest
 from gpukit.bench.results import Ceilings, Result, Run
 from gpukit.bench.workloads.base import Implementation, Size, Workload
 
 if TYPE_CHECKING:
     from gpukit.bench.harness import Progress
 
-__all__ = ["Ceilings", "Implementation", "Result", "Run", "Size", "Workload", "run"]
+__all__ = [
+    "BenchRequest",
+    "Ceilings",
+    "Implementation",
+    "Result",
+    "Run",
+    "Size",
+    "Workload",
+    "compare",
+    "execute",
+    "run",
+]
+
+
+def execute(request: BenchRequest, progress: Callable[[Progress], None] | None = None) -> Run:
+    """Run a :class:`BenchRequest`: plan → measure → analyse (the path `gpukit bench` takes)."""
+    from gpukit.bench.runner import execute as _execute
+
+    return _execute(request, progress)
 
 
 def run(
@@ -35,6 +59,7 @@ def run(
     ceilings: bool = True,
     seed: int | None = None,
     budget_s: float | None = None,
+    call_timeout_s: float | None = CALL_TIMEOUT_S,
     progress: Callable[[Progress], None] | None = None,
 ) -> Run:
     """Measure ``workloads`` (registry names or :class:`Workload` objects; None = every registered default workload)
@@ -49,18 +74,21 @@ def run(
     Returns the :class:`Run` with ceilings measured in the same run and every row, including skipped and failed
     ones. KeyboardInterrupt stops early and returns the rows measured so far with ``interrupted=True``.
     """
-    from gpukit.bench.runner import run_all
+    from gpukit.bench.runner import execute
 
-    return run_all(
-        workloads,
-        backends=backends,
+    if isinstance(workloads, str | Workload):
+        workloads = [workloads]
+    request = BenchRequest(
+        workloads=tuple(workloads or ()),
+        backends=tuple(backends or ()),
         device=device,
-        sizes=sizes,
+        sizes=tuple(sizes or ()),
         quick=quick,
         repeat=repeat,
         energy=energy,
-        measure_ceilings=ceilings,
+        ceilings=ceilings,
         seed=seed,
         budget_s=budget_s,
-        progress=progress,
+        call_timeout_s=call_timeout_s,
     )
+    return execute(request, progress)

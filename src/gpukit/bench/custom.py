@@ -18,6 +18,11 @@ def load_workload(spec: str) -> Workload:
     if not sep or not file or not name:
         raise ConfigError(f"bad --workload '{spec}'", hint="use FILE.py:NAME, e.g. examples/my_workload.py:WORKLOAD")
     path = Path(file).expanduser()
+    if path.is_dir():
+        raise ConfigError(
+            f"--workload {spec}: {path} is a directory, not a Python file",
+            hint=f"name the file: --workload {path / 'my_workload.py'}:{name}",
+        )
     if not path.is_file():
         raise ConfigError(f"no such file: {path}", hint="give the path of a Python file defining a Workload")
     mod_name = f"gpukit_user_workload_{abs(hash(path.resolve()))}"

@@ -1,31 +1,42 @@
-"""Runs one workload × implementation × size into a verified :class:`Result`, and whole runs into a :class:`Run`.
+"""Runs one workload × implementation × size into a verified :class:`Result` (the *measure* step of the engine).
 
-Order per result (MEASURING.md): availability → fresh random inputs and the reference (shared by every
-implementation of that size) → host→device transfer → poisoned output → first call (compile / JIT / first-call
-time) → device→host transfer → check (a failed check is a ``failed`` row, never a time) → timed samples through
-:func:`gpukit.bench.timing.measure` with rotated input buffers → throughput, % of ceiling, speedup.
-Anything an implementation raises becomes a ``failed`` row with the reason; only KeyboardInterrupt stops a run.
+Order per result (MEASURING.md), one function per stage:
+
+1. :func:`_first_call` — fresh random inputs and their reference (shared by every implementation of that size),
+   host→device transfer, a poisoned output, the first call (compile / JIT / first-call time, reported apart),
+   device→host transfer and the check. A failed check is a ``failed`` row, never a time.
+2. :func:`_sampling_plan` — one more synchronized call sizes the samples against the budget; small inputs are
+   rotated among copies so timed calls do not find them in cache.
+3. the timed samples through :func:`gpukit.bench.timing.measure`, into a *freshly poisoned* output;
+4. :func:`_verify_timed` — the output of the timed calls is checked too (right on the first call and wrong after
+   is a failure), and every input is compared with the host copy it came from (an implementation that overwrites
+   its inputs computes something else on every later call);
+5. :func:`_build_result` — the row's figures, once.
+
+Anything an implementation raises — ``sys.exit()`` included — becomes a ``failed`` row with the reason; a call
+running past ``Settings.call_timeout_s`` is ``failed: timed out``; only KeyboardInterrupt stops a run.
+Figures that cannot be physically right are judged later, with the whole run, in :mod:`gpukit.bench.analyse`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gpukit.bench.backends import get_backend
 from gpukit.bench.backends.base import Backend
-from gpukit.bench.results import THROUGHPUT_UNITS, Ceilings, Result
-from gpukit.bench.timing import HostClock, choose_inner, measure
+from gpukit.bench.results import THROUGHPUT_UNITS, Result
+from gpukit.bench.timing import HostClock, Samples, choose_inner, measure
+from gpukit.bench.watchdog import CallTimeout, watch
 from gpukit.bench.workloads.base import Implementation, Size, Workload
 from gpukit.errors import BackendUnavailable
 
-__all__ = ["Progress", "Settings", "run_one"]
+__all__ = ["CALL_TIMEOUT_S", "Prepared", "Progress", "Settings", "prepare", "run_one"]
 
 # Inputs smaller than this are rotated among several copies so a timed call does not find them in cache
 # (H200 L2 is 50 MiB; server CPUs have up to a few hundred MiB of L3).
@@ -39,6 +50,9 @@ LEAD_BELOW_S = 0.01
 # on an H200 host whose CPU side was slow (26 GB/s of memory bandwidth), against 34 s on another.
 SLOW_CALL_S = 0.1
 ENERGY_MIN_S = 1.0  # NVML's energy counter needs about a second of work to mean something
+# The longest one call may take (first calls compile: Numba and Triton take ~1 s; a pure-Python Mandelbrot frame a
+# few). The timed phase may take its budget plus this.
+CALL_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -54,7 +68,7 @@ class Progress:
 
 @dataclass(frozen=True)
 class Settings:
-    """How one result is measured (the CLI flags map onto these one to one)."""
+    """How one result is measured (resolved from a :class:`~gpukit.bench.request.BenchRequest`)."""
 
     repeats: int = 10
     warmup: int = 2
@@ -63,6 +77,7 @@ class Settings:
     energy: bool = False
     gpu_index: int = 0
     slow_repeats: int | None = None  # calls slower than SLOW_CALL_S take at most this many samples (--quick: 3)
+    call_timeout_s: float | None = CALL_TIMEOUT_S  # per call (None: no watchdog)
 
 
 @dataclass
@@ -95,6 +110,10 @@ def _skip(base: Result, status: str, reason: str, hint: str | None = None) -> Re
 
 
 def _reason(exc: BaseException) -> tuple[str, str | None]:
+    if isinstance(exc, SystemExit):
+        return f"the implementation called sys.exit({exc.code!r})", "an implementation must return, not exit"
+    if isinstance(exc, CallTimeout):
+        return str(exc), "fix the implementation, or raise --call-timeout"
     text = (str(exc).strip().splitlines() or [""])[0][:300]
     name = type(exc).__name__
     if "out of memory" in text.lower() or "OutOfMemory" in name:
@@ -123,6 +142,20 @@ def _telemetry(backend: Backend, index: int) -> Any:
         return None
 
 
+def base_row(workload: Workload, impl_name: str, size: Size, device: str = "cpu") -> Result:
+    """The row's identity, before anything is measured: what every status (ok, skipped, failed) carries."""
+    return Result(
+        workload=workload.name,
+        backend=impl_name,
+        device=device,
+        size=size.label,
+        dtype=workload.dtype_of(size),
+        throughput_unit=workload.unit,
+        size_x=size.magnitude,
+        size_group=size.group,
+    )
+
+
 def run_one(
     workload: Workload,
     impl_name: str,
@@ -133,9 +166,7 @@ def run_one(
     """Measure one implementation at one size. ``prepared`` may be a callable so inputs are only built when some
     implementation actually runs. Never raises except KeyboardInterrupt."""
     impl = workload.implementations[impl_name]
-    base = Result(workload=workload.name, backend=impl_name, device="cpu", size=size.label)
-    base.dtype = workload.dtype_of(size)
-    base.throughput_unit = workload.unit
+    base = base_row(workload, impl_name, size)
     try:
         backend = get_backend(impl.backend)
         base.device = backend.device
@@ -165,11 +196,47 @@ def run_one(
         raise
     except BackendUnavailable as exc:  # a kernel module found its framework missing: skipped, with the hint
         return _skip(base, "skipped", exc.message, exc.hint)
-    except Exception as exc:
+    except (Exception, SystemExit, CallTimeout) as exc:  # sys.exit() in an implementation is its row's failure
         return _skip(base, "failed", *_reason(exc))
     finally:
         with contextlib.suppress(Exception):  # releasing cached memory is best effort
             backend.release()
+
+
+@dataclass
+class _Ctx:
+    """What one measurement carries from stage to stage."""
+
+    workload: Workload
+    impl: Implementation
+    backend: Backend
+    size: Size  # with compute_dtype when the implementation computes in another precision
+    prep: Prepared
+    settings: Settings
+    row: Result
+    sets: list[dict[str, Any]]
+    out: Any
+    shape: tuple[int, ...]
+    dtype: str
+
+    def call(self, i: int = 0) -> None:
+        self.impl.fn(self.sets[i % len(self.sets)], self.out, self.size)
+
+    def watch(self, seconds: float | None = None, what: str = "a call") -> contextlib.AbstractContextManager[None]:
+        return watch(seconds if seconds is not None else self.settings.call_timeout_s, what)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    one_s: float
+    repeats: int
+    inner: int
+    warmup: int
+    lead: int
+    reuse: bool
+    min_total_s: float
+    pad: Callable[[float], None] | None
+    queues_ahead: bool
 
 
 def _measure(
@@ -187,86 +254,165 @@ def _measure(
     need = _array_bytes(prep.inputs) + int(np.prod(shape)) * np.dtype(dtype).itemsize
     if free is not None and need > 0.9 * free:
         return _skip(row, "skipped", f"needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free on the device")
-    host_clock = HostClock(backend.synchronize)
+    if impl.dtype is not None:  # the tolerance follows the precision the implementation computes in
+        size = size.with_params(compute_dtype=impl.dtype)
+    ctx = _Ctx(workload, impl, backend, size, prep, settings, row, [], None, shape, dtype)
+    if (failed := _first_call(ctx)) is not None:
+        return failed
+    plan = _sampling_plan(ctx)
+    samples, before, after = _timed(ctx, plan)
+    if (failed := _verify_timed(ctx)) is not None:
+        return failed
+    return _build_result(ctx, plan, samples, before, after)
 
+
+def _check(ctx: _Ctx, host_out: np.ndarray) -> tuple[bool, float]:
+    ok, err = ctx.workload.check(host_out, ctx.prep.ref, ctx.size)
+    ctx.row.check, ctx.row.error, ctx.row.tolerance = ok, err, ctx.workload.tolerance(ctx.size)
+    return ok, err
+
+
+def _check_reason(ctx: _Ctx, err: float, when: str = "") -> str:
+    """Why a check failed, in the check's own terms: a check that gives no tolerance said no, and that is what
+    is printed (not "tolerance None")."""
+    tol = ctx.row.tolerance
+    said = f"tolerance {tol:.3g}" if tol is not None else "the workload's check said no; it gives no tolerance"
+    return f"check failed{when}: relative error {err:.3g} ({said})"
+
+
+def _first_call(ctx: _Ctx) -> Result | None:
+    """Transfer in, first call into a poisoned output, transfer out, check. Returns the failed row, or None."""
+    row, backend = ctx.row, ctx.backend
     # Host→device: the inputs' first trip; the transfer clock syncs before reading the host clock.
     tclock = backend.transfer_clock()
     tclock.start()
-    sets = [_to_device(impl, backend, prep.inputs, size)]
+    ctx.sets = [_to_device(ctx.impl, backend, ctx.prep.inputs, ctx.size)]
     row.h2d_s = tclock.stop() if backend.has_transfers else 0.0
-    out = backend.poisoned(shape, dtype)
+    ctx.out = backend.poisoned(ctx.shape, ctx.dtype)
 
     # First call: JIT / compile / autotune plus one run, synchronized (reported apart, never as kernel time).
-    host_clock.start()
-    impl.fn(sets[0], out, size)
-    row.compile_s = host_clock.stop()
+    host_clock = HostClock(backend.synchronize)
+    with ctx.watch(what="the first call"):
+        host_clock.start()
+        ctx.call()
+        row.compile_s = host_clock.stop()
 
     tclock.start()
-    host_out = backend.to_host(out)
+    host_out = backend.to_host(ctx.out)
     row.d2h_s = tclock.stop() if backend.has_transfers else 0.0
-    if impl.dtype is not None:  # the tolerance follows the precision the implementation computes in
-        size = replace(size, params={**size.params, "compute_dtype": impl.dtype})
-    ok, err = workload.check(host_out, prep.ref, size)
-    row.check, row.error, row.tolerance = ok, err, workload.tolerance(size)
+    ok, err = _check(ctx, host_out)
     if host_out.size <= 16:
         row.output_preview = host_out.ravel().tolist()
     if not ok:
-        return _skip(row, "failed", f"check failed: relative error {err:.3g} (tolerance {row.tolerance})")
-    del host_out
+        return _skip(row, "failed", _check_reason(ctx, err))
+    return None
 
-    # One more synchronized call estimates the per-call time, to size samples and respect the budget.
-    host_clock.start()
-    impl.fn(sets[0], out, size)
-    one_s = max(host_clock.stop(), 1e-9)
-    repeats = settings.repeats
-    in_bytes = _array_bytes(prep.inputs)
+
+def _sampling_plan(ctx: _Ctx) -> _Plan:
+    """One more synchronized call estimates the per-call time; from it: samples, inner calls, rotation, pad."""
+    s, backend = ctx.settings, ctx.backend
+    host_clock = HostClock(backend.synchronize)
+    with ctx.watch(what="the sizing call"):
+        host_clock.start()
+        ctx.call()
+        one_s = max(host_clock.stop(), 1e-9)
+    repeats = s.repeats
+    in_bytes = _array_bytes(ctx.prep.inputs)
     # Rotate small inputs among copies so timed calls do not find them in cache; a call slower than 50 ms
     # (pure Python) would not benefit and the copies would only cost memory and time.
-    if 0 < in_bytes < ROTATE_BELOW_BYTES[backend.device] and impl.prepare is None and one_s < 0.05:
+    if 0 < in_bytes < ROTATE_BELOW_BYTES[backend.device] and ctx.impl.prepare is None and one_s < 0.05:
         copies = min(MAX_COPIES, math.ceil(ROTATE_BELOW_BYTES[backend.device] / in_bytes))
-        sets += [_to_device(impl, backend, prep.inputs, size) for _ in range(copies - 1)]
-    inner = choose_inner(one_s, settings.target_sample_s)
+        ctx.sets += [_to_device(ctx.impl, backend, ctx.prep.inputs, ctx.size) for _ in range(copies - 1)]
+    inner = choose_inner(one_s, s.target_sample_s)
     slow = one_s > SLOW_CALL_S
-    warmup = 0 if slow else settings.warmup  # a slow call is its own warm-up (two calls already ran)
-    if slow and settings.slow_repeats:
-        repeats = min(repeats, settings.slow_repeats)
-    clock = backend.clock()
-    queues_ahead = bool(getattr(clock, "queues_ahead", False))  # a backend's own clock may predate the attribute
+    warmup = 0 if slow else s.warmup  # a slow call is its own warm-up (two calls already ran)
+    if slow and s.slow_repeats:
+        repeats = min(repeats, s.slow_repeats)
+    queues_ahead = bool(getattr(backend.clock(), "queues_ahead", False))  # a backend's own clock may predate it
     lead = 1 if queues_ahead and one_s < LEAD_BELOW_S else 0
-    repeats = max(3, min(repeats, int(settings.budget_s / (one_s * (inner + lead))) or 3))
+    repeats = max(3, min(repeats, int(s.budget_s / (one_s * (inner + lead))) or 3))
     # Energy: sample on until the timed calls make a second of device time (the per-call estimate above is a
     # host-timed call, launch and sync included, so counting samples from it fell short of the second).
-    min_total_s = ENERGY_MIN_S * 1.05 if settings.energy and backend.device == "cuda" else 0.0
-
+    min_total_s = ENERGY_MIN_S * 1.05 if s.energy and backend.device == "cuda" else 0.0
     pad = None
-    if queues_ahead and not settings.energy:  # with --energy, a spin between samples would be billed to the kernel
+    if queues_ahead and not s.energy:  # with --energy, a spin between samples would be billed to the kernel
         try:
             pad = backend.pad()
         except Exception:  # without a pad the lead call still hides most of a launch, and the row's launch_s
             pad = None  # shows whether the host, not the device, set the pace
     # A slow call timed by a host clock: the sizing call above was exactly one sample (one call, synchronized, the
     # same clock), so it is kept as the first one — pure-Python Mandelbrot then runs 4 calls, not 5, of ~1.5 s each.
-    reuse = slow and inner == 1 and not queues_ahead and not settings.energy
-    before = _telemetry(backend, settings.gpu_index)
-    n = len(sets)
-    samples = measure(
-        lambda i: impl.fn(sets[i % n], out, size),
-        clock,
-        repeats=repeats - 1 if reuse else repeats,
-        warmup=warmup,
-        inner=inner,
-        max_total_s=settings.budget_s,
-        lead=lead,
-        min_total_s=min_total_s,
-        pad=pad,
-    )
-    after = _telemetry(backend, settings.gpu_index)
-    if reuse:
-        samples.times_s.insert(0, one_s)
-    if queues_ahead and samples.issue_s:  # the host's side of each call: launch-bound when it exceeds the kernel
-        row.launch_s = float(np.median(samples.issue_s))
-    _record(row, workload, impl, size, prep.ref, samples.times_s, inner, before, after, samples.warmup, lead)
-    return row
+    # (The output checked after timing is the other samples': at least two calls, into a freshly poisoned buffer.)
+    reuse = slow and inner == 1 and not queues_ahead and not s.energy
+    return _Plan(one_s, repeats, inner, warmup, lead, reuse, min_total_s, pad, queues_ahead)
+
+
+def _timed(ctx: _Ctx, plan: _Plan) -> tuple[Samples, Any, Any]:
+    """The timed samples, into a freshly poisoned output (so what is checked afterwards is what they wrote)."""
+    if ctx.workload.checks_timed_calls:
+        ctx.out = ctx.backend.poisoned(ctx.shape, ctx.dtype)
+    before = _telemetry(ctx.backend, ctx.settings.gpu_index)
+    limit = None if ctx.settings.call_timeout_s is None else ctx.settings.budget_s + ctx.settings.call_timeout_s
+    with ctx.watch(limit, what="the timed calls"):
+        samples = measure(
+            ctx.call,
+            ctx.backend.clock(),
+            repeats=plan.repeats - 1 if plan.reuse else plan.repeats,
+            warmup=plan.warmup,
+            inner=plan.inner,
+            max_total_s=ctx.settings.budget_s,
+            lead=plan.lead,
+            min_total_s=plan.min_total_s,
+            pad=plan.pad,
+        )
+        ctx.backend.synchronize()  # sync: the last timed call's output is read next
+    after = _telemetry(ctx.backend, ctx.settings.gpu_index)
+    return samples, before, after
+
+
+def _verify_timed(ctx: _Ctx) -> Result | None:
+    """The timed calls' output checked against the reference, and the inputs compared with their host copies."""
+    row = ctx.row
+    if ctx.workload.checks_timed_calls:
+        if ctx.workload.republish is not None:  # it writes ``out`` on a first call only: one more, checked
+            last = ctx.sets[-1]
+            ctx.workload.republish(last)
+            with ctx.watch(what="the checked call after the timed ones"):
+                ctx.impl.fn(last, ctx.out, ctx.size)
+                ctx.backend.synchronize()  # sync: its output is read next
+        with ctx.watch(what="reading the output back"):
+            host_out = ctx.backend.to_host(ctx.out)
+        ok, err = _check(ctx, host_out)
+        if not ok:
+            why = _check_reason(ctx, err, " after the timed calls")
+            return _skip(row, "failed", f"right on the first call, wrong after: {why}")
+    for i, dev in enumerate(ctx.sets):
+        for key, host in ctx.prep.inputs.items():
+            if not isinstance(host, np.ndarray) or key not in dev or isinstance(dev[key], int | float | str):
+                continue
+            try:
+                now = np.asarray(ctx.backend.to_host(dev[key]))
+            except Exception:  # not an array this backend can read back (a prepared object): not comparable
+                continue
+            if now.shape == host.shape and not np.array_equal(now, host, equal_nan=host.dtype.kind in "fc"):
+                copy = f" (copy {i + 1} of {len(ctx.sets)})" if len(ctx.sets) > 1 else ""
+                why = f"the implementation changed its input '{key}'{copy}: every later call computed something else"
+                return _skip(row, "failed", why, "an implementation must not write to its inputs")
+    return None
+
+
+def _build_result(ctx: _Ctx, plan: _Plan, samples: Samples, before: Any, after: Any) -> Result:
+    """Stage 5: the row's figures, once, from the timed samples."""
+    times = list(samples.times_s)
+    if plan.reuse:
+        times.insert(0, plan.one_s)
+    if plan.queues_ahead and samples.issue_s:  # the host's side of each call: launch-bound when it exceeds the kernel
+        ctx.row.launch_s = float(np.median(samples.issue_s))
+    # what the timed calls cycle through (rotated input copies and the output): whether a cache could hold it
+    out_bytes = int(np.prod(ctx.shape)) * np.dtype(ctx.dtype).itemsize
+    ctx.row.working_set_bytes = float(_array_bytes(ctx.prep.inputs) * len(ctx.sets) + out_bytes)
+    return _record(ctx.row, ctx.workload, ctx.impl, ctx.size, ctx.prep.ref, times, plan.inner, before, after,
+                   samples.warmup, plan.lead)  # fmt: skip
 
 
 def _record(
@@ -281,7 +427,13 @@ def _record(
     after: Any,
     warmup: int = 0,
     lead: int = 0,
-) -> None:
+) -> Result:
+    """Times, throughput and energy of a measured row (``row.launch_s`` already set). A workload whose amount of
+    work is not a positive number fails the row: its throughput would be a negative or NaN figure."""
+    amount = (impl.amount or workload.amount)(size, ref)
+    if isinstance(amount, bool) or not isinstance(amount, int | float) or not math.isfinite(amount) or amount <= 0:
+        why = f"the amount of work per call is {amount!r}: it must be a positive number"
+        return _skip(row, "failed", why, "fix the workload's amount() (or the implementation's)")
     t = sorted(times)
     row.samples_s = list(times)
     row.repeats, row.inner = len(times), inner
@@ -292,47 +444,16 @@ def _record(
     per_call = row.call_s or row.kernel_median_s
     row.end_to_end_s = (row.h2d_s or 0.0) + per_call + (row.d2h_s or 0.0)
     row.flops, row.bytes = workload.flops(size), workload.bytes(size)
-    scale = THROUGHPUT_UNITS[workload.unit][0]
-    amount = (impl.amount or workload.amount)(size, ref)
-    setattr(row, workload.unit, amount / per_call / scale)
-    row.ceiling = impl.ceiling  # finalize() fills pct_of_ceiling; an explicit name here wins over the kind
+    setattr(row, workload.unit, amount / per_call / THROUGHPUT_UNITS[workload.unit][0])
+    row.ceiling = impl.ceiling  # analyse fills pct_of_ceiling; an explicit name here wins over the kind
     if before is not None or after is not None:
         row.telemetry = {
             "before": before.to_dict() if before is not None else None,
             "after": after.to_dict() if after is not None else None,
         }
         timed_s = sum(times) * inner
-        e0 = getattr(before, "energy_j", None)
-        e1 = getattr(after, "energy_j", None)
+        e0, e1 = getattr(before, "energy_j", None), getattr(after, "energy_j", None)
         if e0 is not None and e1 is not None and timed_s >= ENERGY_MIN_S:
             calls = len(times) * (inner + lead) + warmup  # the readings bracket the warm-up and lead calls too
             row.energy_j = (e1 - e0) / calls  # per call of the kernel
-
-
-def finalize(results: Sequence[Result], ceilings: Ceilings, ceiling_kind: Mapping[str, str | None]) -> None:
-    """Fill % of ceiling (against the ceiling measured in this run) and speedups over the best CPU result (per call
-    from Python: ``Result.call_s``)."""
-    best_cpu: dict[tuple[str, str], tuple[float, float]] = {}
-    for r in results:
-        if r.ok and r.device == "cpu" and r.call_s:
-            key = (r.workload, r.size)
-            k0, e0 = best_cpu.get(key, (math.inf, math.inf))
-            best_cpu[key] = (min(k0, r.call_s), min(e0, r.end_to_end_s or math.inf))
-    for r in results:
-        if not r.ok or not r.call_s:
-            continue
-        if r.ceiling:
-            value = getattr(ceilings, r.ceiling, None)
-            c = (r.ceiling, value) if value else None
-        else:
-            c = ceilings.for_device(r.device, ceiling_kind.get(r.workload) or "")
-        if c is not None and r.gbps is not None:
-            r.ceiling, r.pct_of_ceiling = c[0], 100.0 * r.gbps / c[1]
-        if (r.workload, r.size) in best_cpu:
-            k0, e0 = best_cpu[(r.workload, r.size)]
-            r.speedup = k0 / r.call_s
-            r.speedup_e2e = e0 / r.end_to_end_s if r.end_to_end_s and math.isfinite(e0) else None
-
-
-def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return row

@@ -86,23 +86,21 @@ _GEMM_COLUMNS = (
 def gemm_rows(run: Run) -> tuple[list[list[str]], list[str]]:
     """Per (backend, dtype) its largest-n gemm row against the datasheet peak and the measured cuBLAS rate; and
     one sentence per dtype comparing Triton with cuBLAS at the largest n both measured."""
-    from gpukit.bench.sweep import parse_label
-    from gpukit.bench.workloads.gemm import measured_rates
-
+    # Figures as analyse stored them on the rows (size_x, size_group, pct_of_ceiling against the run's cuBLAS rate):
+    # the report recomputes none of them, so it shows what `gpukit bench gemm` and `--sweep` printed.
     ok = [r for r in run.results if r.workload == "gemm" and r.ok and r.tflops]
-    rates = measured_rates(ok)
     by_key: dict[tuple[str, str], Result] = {}
     at: dict[tuple[str, str, float], float] = {}
     for r in ok:
-        n, dt = parse_label(r.size)
-        at[(r.backend, dt, n or 0.0)] = r.tflops or 0.0
+        n, dt = r.size_x or 0.0, r.size_group or str(r.dtype)
+        at[(r.backend, dt, n)] = r.tflops or 0.0
         old = by_key.get((r.backend, dt))
-        if old is None or (n or 0.0) > (parse_label(old.size)[0] or 0.0):
+        if old is None or n > (old.size_x or 0.0):
             by_key[(r.backend, dt)] = r
     rows = []
     for (backend, dt), r in sorted(by_key.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        n = parse_label(r.size)[0] or 0.0
-        peak = _spec_tflops(run, dt) if r.device != "cpu" else None
+        n = r.size_x or 0.0
+        peak = (run.ceilings.spec_tflops.get(dt) or _spec_tflops(run, dt)) if r.device != "cpu" else None
         cub = at.get(("cublas", dt, n))
         rows.append(
             [
@@ -111,7 +109,7 @@ def gemm_rows(run: Run) -> tuple[list[list[str]], list[str]]:
                 f"{n:.0f}",
                 f"{r.tflops:,.1f}",
                 _pct(r.tflops, peak),
-                _pct(r.tflops, rates.get(dt)) if r.device != "cpu" else "n/a",
+                f"{r.pct_of_ceiling:.1f}%" if r.device != "cpu" and r.pct_of_ceiling is not None else "n/a",
                 _pct(r.tflops, cub) if r.device != "cpu" else "n/a",
             ]
         )

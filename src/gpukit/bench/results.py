@@ -9,9 +9,12 @@ carries a ``reason`` and no times — a result that fails its check is a failure
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["THROUGHPUT_UNITS", "Ceilings", "Result", "Run", "run_from_saved"]
+if TYPE_CHECKING:
+    from gpukit.bench.request import BenchRequest
+
+__all__ = ["THROUGHPUT_UNITS", "Ceilings", "Result", "Run", "legacy_size", "run_from_saved"]
 
 # unit key → (scale of the base quantity per unit, label shown in tables)
 THROUGHPUT_UNITS: dict[str, tuple[float, str]] = {
@@ -70,6 +73,10 @@ class Result:
     energy_j: float | None = None
     telemetry: dict[str, Any] | None = None  # GPU clocks, power, temperature, throttle reasons (before/after)
     output_preview: list[Any] | None = None  # the whole output when it is tiny (≤ 16 elements), e.g. --seed-example
+    size_x: float | None = None  # the size's magnitude on its axis (Size.magnitude): sweeps and reports read it
+    size_group: str | None = None  # the variant sizes are compared within (Size.group: the dtype, or "")
+    working_set_bytes: float | None = None  # what the timed calls cycled through: could a cache hold it?
+    ceiling_note: str | None = None  # why a figure above 100 % of its ceiling is not a puzzle
 
     @property
     def ok(self) -> bool:
@@ -99,7 +106,17 @@ class Result:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        row = cls(**{k: v for k, v in data.items() if k in names})
+        if "size_x" not in data and "size_group" not in data:  # saved before sizes carried them: read the label once
+            row.size_x, row.size_group = legacy_size(row.size)
+        return row
+
+
+def legacy_size(label: str) -> tuple[float | None, str]:
+    """A label's magnitude and group, for rows saved before results carried them (see ``Size.from_label``)."""
+    from gpukit.bench.workloads.base import label_magnitude
+
+    return label_magnitude(label)
 
 
 @dataclass
@@ -118,6 +135,8 @@ class Ceilings:
     spec_name: str | None = None
     spec_bandwidth_gbps: float | None = None
     spec_fp32_tflops: float | None = None
+    spec_tflops: dict[str, float] = field(default_factory=dict)  # datasheet dense TFLOP/s per dtype
+    measured_at: dict[str, str] = field(default_factory=dict)  # ceiling field → the size it was measured at
     notes: list[str] = field(default_factory=list)
 
     def for_device(self, device: str, kind: str) -> tuple[str, float] | None:
@@ -149,7 +168,8 @@ class Run:
     results: list[Result] = field(default_factory=list)
     duration_s: float | None = None
     interrupted: bool = False
-    id: int | None = None  # set by the store once saved
+    id: int | None = None  # set once saved in the history
+    request: BenchRequest | None = field(default=None, repr=False, compare=False)  # typed; settings is its JSON
 
     def to_dict(self) -> dict[str, Any]:
         return {

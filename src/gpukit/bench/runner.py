@@ -1,4 +1,8 @@
-"""A whole `gpukit bench` run: plan workload × implementation × size, measure ceilings, measure each, finalize."""
+"""A whole `gpukit bench` run, top to bottom: request → **plan** (the rows to measure) → ceilings → **measure**
+(the harness, one row at a time) → **analyse** (one pass: plausibility, speedups, % of ceiling, crossovers).
+
+A plain bench and a sweep are the same path; a sweep only plans each workload's ladder and adds crossovers.
+"""
 
 from __future__ import annotations
 
@@ -6,28 +10,55 @@ import os
 import platform
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from gpukit.bench.analyse import analyse
 from gpukit.bench.backends import BACKENDS, get_backend
-from gpukit.bench.harness import Progress, Settings, finalize, now_iso, prepare, run_one
+from gpukit.bench.harness import Prepared, Progress, Settings, base_row, prepare, run_one
+from gpukit.bench.request import DEVICES, BenchRequest
 from gpukit.bench.results import Result, Run
-from gpukit.bench.workloads import DEFAULT_WORKLOADS, get_workload
+from gpukit.bench.workloads import DEFAULT_WORKLOADS, WORKLOADS, get_workload
 from gpukit.bench.workloads.base import Size, Workload
 from gpukit.errors import ConfigError
 
-__all__ = ["plan", "run_all", "versions"]
-
-DEVICES = ("cpu", "cuda", "all")
+__all__ = ["Row", "execute", "plan", "resolve_workloads", "versions"]
 
 
-def resolve_workloads(workloads: Sequence[str | Workload] | str | Workload | None) -> list[Workload]:
-    if workloads is None:
-        return [get_workload(n) for n in DEFAULT_WORKLOADS]
-    if isinstance(workloads, str | Workload):
-        workloads = [workloads]
-    return [w if isinstance(w, Workload) else get_workload(w) for w in workloads]
+@dataclass(frozen=True)
+class Row:
+    """One thing to measure: a workload, one of its implementations, one size."""
+
+    workload: Workload
+    impl: str
+    size: Size
+
+    @property
+    def device(self) -> str:
+        return _backend_device(self.workload.implementations[self.impl].backend)
+
+
+def resolve_workloads(request: BenchRequest) -> list[Workload]:
+    """The request's workloads as objects. A custom workload may not share a built-in's (or another one's) name:
+    inputs, reference and ceiling kind would be mixed up between the two."""
+    from gpukit.bench.sweep import SWEEP_WORKLOADS
+
+    given = request.workloads or tuple(SWEEP_WORKLOADS if request.sweep else DEFAULT_WORKLOADS)
+    out: list[Workload] = []
+    for w in given:
+        obj = w if isinstance(w, Workload) else get_workload(w)
+        if isinstance(w, Workload) and w.name in WORKLOADS and get_workload(w.name) is not w:
+            raise ConfigError(
+                f"your workload is named '{w.name}', like gpukit's built-in one",
+                hint="give it another name (Workload(name=...)); the two would share inputs and reference",
+            )
+        if any(o.name == obj.name and o is not obj for o in out):
+            raise ConfigError(f"two different workloads are named '{obj.name}'", hint="give each its own name")
+        if obj not in out:
+            out.append(obj)
+    return out
 
 
 def _backend_device(name: str) -> str:
@@ -37,38 +68,34 @@ def _backend_device(name: str) -> str:
         return "cpu"
 
 
-def plan(
-    workloads: list[Workload],
-    backends: Sequence[str] | None,
-    device: str,
-    sizes: Sequence[str] | None,
-    quick: bool,
-) -> list[tuple[Workload, str, Size]]:
-    """Every (workload, implementation name, size) to measure, in order: per workload and size, CPU first.
+def plan(workloads: list[Workload], request: BenchRequest) -> list[Row]:
+    """Every row to measure, in order: per workload and size, CPU first. ``request.backends`` entries match a
+    backend name (all its implementations) or an implementation name exactly. A sweep takes each workload's
+    ladder (``sweep.SWEEP_SIZES``; its default sizes when it has none)."""
+    from gpukit.bench.sweep import SWEEP_SIZES
 
-    ``backends`` entries match a backend name (all its implementations) or an implementation name exactly.
-    """
-    if device not in DEVICES:
-        raise ConfigError(f"unknown device '{device}'", hint="use --device cpu, cuda or all")
-    wanted = set(backends or [])
+    if request.device not in DEVICES:
+        raise ConfigError(f"unknown device '{request.device}'", hint="use --device cpu, cuda or all")
+    wanted = set(request.backends)
     known = set(BACKENDS) | {name for w in workloads for name in w.implementations}
     if unknown := sorted(wanted - known):
         raise ConfigError(f"unknown backend {', '.join(unknown)}", hint=f"known: {', '.join(sorted(known))}")
-    items: list[tuple[Workload, str, Size]] = []
+    rows: list[Row] = []
     for w in workloads:
+        labels = list(request.sizes) or (SWEEP_SIZES.get(w.name, []) if request.sweep else [])
         try:
-            size_list = [w.parse_size(s) for s in sizes] if sizes else w.sizes(quick)
+            size_list = [w.parse_size(s) for s in labels] if labels else w.sizes(request.quick)
         except ConfigError as exc:  # with several workloads, say which one refused the size
             raise ConfigError(f"{w.name}: {exc.message}", hint=exc.hint) from exc
         names = [
             n
             for n, impl in w.implementations.items()
             if (not wanted or n in wanted or impl.backend in wanted)
-            and (device == "all" or _backend_device(impl.backend) == device)
+            and (request.device == "all" or _backend_device(impl.backend) == request.device)
         ]
         names.sort(key=lambda n: _backend_device(w.implementations[n].backend) != "cpu")
-        items += [(w, n, s) for s in size_list for n in names]
-    return items
+        rows += [Row(w, n, s) for s in size_list for n in names]
+    return rows
 
 
 def versions() -> dict[str, Any]:
@@ -95,105 +122,101 @@ def _fingerprint() -> dict[str, Any]:
         return {"hostname": platform.node(), "cpu_count": os.cpu_count(), "error": str(exc)}
 
 
-def run_all(
-    workloads: Sequence[str | Workload] | str | Workload | None = None,
-    *,
-    backends: Sequence[str] | None = None,
-    device: str = "all",
-    sizes: Sequence[str] | None = None,
-    quick: bool = False,
-    repeat: int | None = None,
-    energy: bool = False,
-    measure_ceilings: bool = True,
-    seed: int | None = None,
-    budget_s: float | None = None,
-    progress: Callable[[Progress], None] | None = None,
-    deadline: tuple[float, str] | None = None,
-) -> Run:
-    """See :func:`gpukit.bench.run`. ``deadline`` is (a ``time.perf_counter()`` instant, a reason): results not
-    started by then become ``skipped`` rows with that reason (a sweep's total time budget)."""
-    budget_s = budget_s or (10.0 if quick else 30.0)
-    wl = resolve_workloads(workloads)
-    items = plan(wl, backends, device, sizes, quick)
-    settings = Settings(
-        repeats=repeat or (5 if quick else 10),
-        warmup=1 if quick else 2,
-        budget_s=budget_s,
-        energy=energy,
-        slow_repeats=3 if quick and not repeat else None,
-    )
-    seed = seed if seed is not None else int.from_bytes(os.urandom(4), "little")
-    run = Run(
-        started_at=now_iso(),
-        machine=_fingerprint(),
-        versions=versions(),
-        settings={
-            "workloads": [w.name for w in wl],
-            "backends": list(backends or []),
-            "device": device,
-            "sizes": list(sizes or []),
-            "quick": quick,
-            "repeats": settings.repeats,
-            "warmup": settings.warmup,
-            **({"slow_repeats": settings.slow_repeats} if settings.slow_repeats else {}),
-            "budget_s": budget_s,
-            "energy": energy,
-            "seed": seed,
-        },
-    )
-    t0 = time.perf_counter()
-    rng = np.random.default_rng(seed)
-    try:
-        if measure_ceilings:
-            from gpukit.bench.ceilings import measure_ceilings as _measure_ceilings
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
-            devices = {_backend_device(w.implementations[n].backend) for w, n, _ in items}
-            run.ceilings = _measure_ceilings(quick=quick, cuda="cuda" in devices or device == "cuda")
-        _measure_all(items, settings, rng, run.results, progress, deadline)
+
+def execute(request: BenchRequest, progress: Callable[[Progress], None] | None = None) -> Run:
+    """Run ``request``: the one path from a request to a finished :class:`Run`. KeyboardInterrupt stops early and
+    returns the rows measured so far with ``interrupted=True``."""
+    req = request.resolved()
+    workloads = resolve_workloads(req)
+    rows = plan(workloads, req)
+    names = [w.name for w in workloads]
+    run = Run(started_at=now_iso(), machine=_fingerprint(), versions=versions(), settings=req.to_dict(names))
+    run.request = req
+    t0 = time.perf_counter()
+    cuda = req.device == "cuda" or any(r.device == "cuda" for r in rows)
+    walls: dict[str, float] = {}
+    try:
+        if req.ceilings:
+            from gpukit.bench.ceilings import measure_ceilings
+
+            run.ceilings = measure_ceilings(quick=req.quick, cuda=cuda)
+        deadline = None
+        if req.sweep and req.sweep_total_s is not None:
+            reason = f"sweep time budget of {req.sweep_total_s:g} s spent before this size started"
+            deadline = (time.perf_counter() + req.sweep_total_s, reason)
+        _measure_all(rows, req.settings(), np.random.default_rng(req.seed), run.results, progress, deadline, walls)
     except KeyboardInterrupt:
         run.interrupted = True
-    finalize(run.results, run.ceilings, {w.name: w.ceiling for w in wl})
+    if cuda and run.ceilings.spec_name is None:
+        from gpukit.bench.ceilings import add_spec
+
+        add_spec(run.ceilings)  # the datasheet peaks judge the figures even without measured ceilings
+    analyse(run.results, run.ceilings, {w.name: w for w in workloads})
     run.duration_s = time.perf_counter() - t0
+    if req.sweep:
+        _sweep_settings(run, names, walls)
     return run
 
 
-def _out_of_time(w: Workload, name: str, size: Size, reason: str) -> Result:
-    device = _backend_device(w.implementations[name].backend)
-    return Result(
-        workload=w.name,
-        backend=name,
-        device=device,
-        size=size.label,
-        status="skipped",
-        reason=reason,
-        hint="raise --sweep-budget, or sweep fewer workloads",
-        dtype=w.dtype_of(size),
+def _sweep_settings(run: Run, names: list[str], walls: dict[str, float]) -> None:
+    from gpukit.bench.sweep import crossovers
+
+    started = list(walls)
+    run.settings.update(
+        workload_s={n: round(s, 3) for n, s in walls.items()},
+        missing_workloads=[n for n in names if n not in walls],
+        partial_workloads=started[-1:] if run.interrupted else [],
+        crossovers=[c.to_dict() for c in crossovers(run.results)],
     )
+    if "gemm" in names:
+        run.settings["gemm_check"] = "n ≥ 2048: the float64 reference and the check cover 256 evenly spaced rows of C"
+
+
+def _out_of_time(row: Row, reason: str) -> Result:
+    r = base_row(row.workload, row.impl, row.size, row.device)
+    r.status, r.reason, r.hint = "skipped", reason, "raise --sweep-budget, or sweep fewer workloads"
+    return r
 
 
 def _measure_all(
-    items: list[tuple[Workload, str, Size]],
+    rows: Sequence[Row],
     settings: Settings,
     rng: np.random.Generator,
     results: list[Result],
     progress: Callable[[Progress], None] | None,
-    deadline: tuple[float, str] | None = None,
+    deadline: tuple[float, str] | None,
+    walls: dict[str, float],
 ) -> None:
-    cache: dict[tuple[str, str], Any] = {}
-    for i, (w, name, size) in enumerate(items):
-        if progress is not None:
-            progress(Progress(i, len(items), w.name, name, size.label))
-        if deadline is not None and time.perf_counter() >= deadline[0]:
-            results.append(_out_of_time(w, name, size, deadline[1]))
-            continue
-        key = (w.name, size.label)
-        # Inputs and reference are built once per workload × size, only when some implementation runs.
-        for old in [k for k in cache if k != key]:
-            del cache[old]  # keep one size's (possibly GiB-sized) inputs alive at a time
+    """Measure each row in order. Inputs and reference are built once per workload × size (keyed by the workload
+    object, not its name), only when some implementation runs; one size's inputs are kept alive at a time."""
+    cache: dict[tuple[int, str], Prepared] = {}
+    t_last = time.perf_counter()
+    current: str | None = None
+    try:
+        for i, row in enumerate(rows):
+            now = time.perf_counter()
+            if current is not None:
+                walls[current] = walls.get(current, 0.0) + (now - t_last)
+            t_last, current = now, row.workload.name
+            walls.setdefault(current, 0.0)
+            if progress is not None:
+                progress(Progress(i, len(rows), row.workload.name, row.impl, row.size.label))
+            if deadline is not None and time.perf_counter() >= deadline[0]:
+                results.append(_out_of_time(row, deadline[1]))
+                continue
+            key = (id(row.workload), row.size.label)
+            for old in [k for k in cache if k != key]:
+                del cache[old]
 
-        def _prep(w: Workload = w, size: Size = size, key: tuple[str, str] = key) -> Any:
-            if key not in cache:
-                cache[key] = prepare(w, size, rng)
-            return cache[key]
+            def _prep(row: Row = row, key: tuple[int, str] = key) -> Prepared:
+                if key not in cache:
+                    cache[key] = prepare(row.workload, row.size, rng)
+                return cache[key]
 
-        results.append(run_one(w, name, size, _prep, settings))
+            results.append(run_one(row.workload, row.impl, row.size, _prep, settings))
+    finally:
+        if current is not None:
+            walls[current] = walls.get(current, 0.0) + (time.perf_counter() - t_last)

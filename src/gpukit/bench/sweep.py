@@ -18,12 +18,12 @@ axes (speedup ∝ size^k between two neighbours), labelled as an estimate.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gpukit.bench.results import Result, Run
+from gpukit.bench.request import SWEEP_BUDGET_S, SWEEP_TOTAL_S
+from gpukit.bench.results import Result, Run, legacy_size
 
 if TYPE_CHECKING:
     from gpukit.bench.harness import Progress
@@ -65,8 +65,6 @@ SWEEP_SIZES: dict[str, list[str]] = {
     # the seed's 20 iterations at growing frames, the seed's own 1536×1024 among them
     "mandelbrot": ["32x32x20", "128x128x20", "512x512x20", "1536x1024x20", "2048x2048x20"],
 }
-SWEEP_BUDGET_S = 5.0  # per result in a sweep (a plain bench: 30 s)
-SWEEP_TOTAL_S = 240.0  # the whole sweep; sizes not started by then are skipped with the reason
 
 # What the number in a workload's size label means (axis titles of the report).
 _AXIS = {
@@ -78,34 +76,10 @@ _AXIS = {
     "saxpy": "bytes per operand",
 }
 
-_UNITS = {
-    "": 1.0,
-    "k": 1e3,
-    "m": 1e6,
-    "g": 1e9,
-    "kib": 2.0**10,
-    "mib": 2.0**20,
-    "gib": 2.0**30,
-    "kb": 1e3,
-    "mb": 1e6,
-    "gb": 1e9,
-    "b": 1.0,
-}
-_NUM = re.compile(r"^(\d+(?:\.\d+)?)([a-z]*)$")
-
 
 def parse_label(label: str) -> tuple[float | None, str]:
-    """A size label's magnitude and group: ``"4096-bf16"`` → (4096, "bf16"), ``"1GiB"`` → (2**30, ""),
-    ``"1536x1024x20"`` → (31457280, ""). The group (dtype or variant) is whatever follows the first ``-`` or ``:``.
-    Returns (None, group) when no number can be read."""
-    head, _, group = label.replace(":", "-").partition("-")
-    value = 1.0
-    for part in head.lower().split("x"):
-        m = _NUM.match(part.strip())
-        if not m or m.group(2) not in _UNITS:
-            return None, group
-        value *= float(m.group(1)) * _UNITS[m.group(2)]
-    return value, group
+    """Kept for the report modules that still read labels; the engine reads ``Result.size_x``/``size_group``."""
+    return legacy_size(label)
 
 
 def size_axis(workload: str) -> str:
@@ -238,11 +212,12 @@ def _best(rows: Iterable[Result], mode: str) -> tuple[Result, tuple[float, float
 def crossovers(results: Iterable[Result], modes: Sequence[str] = ("kernel", "end_to_end")) -> list[Crossover]:
     """Crossovers for every workload/group that has CPU and GPU rows, in each mode, in a stable order."""
     groups: dict[tuple[str, str], dict[str, list[Result]]] = {}
+    xs: dict[str, float] = {}
     for r in results:
-        x, group = parse_label(r.size)
-        if x is None:
+        if r.size_x is None:
             continue
-        groups.setdefault((r.workload, group), {}).setdefault(r.size, []).append(r)
+        xs[r.size] = r.size_x
+        groups.setdefault((r.workload, r.size_group or ""), {}).setdefault(r.size, []).append(r)
     out: list[Crossover] = []
     for (workload, group), by_size in sorted(groups.items()):
         for mode in modes:
@@ -252,10 +227,8 @@ def crossovers(results: Iterable[Result], modes: Sequence[str] = ("kernel", "end
                 gpu = _best((r for r in rows if r.device != "cpu"), mode)
                 if cpu is None or gpu is None:
                     continue
-                x, _ = parse_label(label)
-                assert x is not None
                 (cr, ct), (gr, gt) = cpu, gpu
-                points.append(SizePoint(label, x, cr.backend, gr.backend, ct[0], gt[0], ct[1:], gt[1:]))
+                points.append(SizePoint(label, xs[label], cr.backend, gr.backend, ct[0], gt[0], ct[1:], gt[1:]))
             if points:
                 out.append(find_crossover(workload, group, mode, points))
     return out
@@ -273,77 +246,26 @@ def run_sweep(
     total_s: float | None = SWEEP_TOTAL_S,
     progress: Callable[[Progress], None] | None = None,
 ) -> Run:
-    """Measure each workload over its sweep ladder on CPU and GPU, in one run with one set of ceilings.
+    """Measure each workload over its sweep ladder on CPU and GPU, in one run with one set of ceilings: the same
+    path as :func:`gpukit.bench.run` (``BenchRequest(sweep=True)``).
 
-    The rows are those of :func:`gpukit.bench.run`; ``run.settings["sweep"]`` is True and
-    ``run.settings["crossovers"]`` holds :func:`crossovers` of the rows as dicts. ``budget_s`` bounds one result;
-    ``total_s`` the whole sweep: results not started by then are ``skipped`` rows with the reason (None: no bound).
-    ``settings["workload_s"]`` holds each workload's wall time; ``settings["missing_workloads"]`` those an
-    interrupt left unmeasured.
+    ``run.settings["sweep"]`` is True and ``run.settings["crossovers"]`` holds :func:`crossovers` of the rows as
+    dicts. ``budget_s`` bounds one result; ``total_s`` the whole sweep: results not started by then are
+    ``skipped`` rows with the reason (None: no bound). ``settings["workload_s"]`` holds each workload's wall time;
+    ``settings["missing_workloads"]`` those an interrupt left unmeasured.
     """
-    import time
+    from gpukit.bench.request import BenchRequest
+    from gpukit.bench.runner import execute
 
-    from gpukit.bench.runner import run_all
-    from gpukit.bench.workloads import get_workload
-
-    names = list(workloads) if workloads else list(SWEEP_WORKLOADS)
-    merged: Run | None = None
-    for name in names:
-        get_workload(name)  # unknown names fail before anything runs
-    deadline = None
-    if total_s is not None:
-        reason = f"sweep time budget of {total_s:g} s spent before this size started"
-        deadline = (time.perf_counter() + total_s, reason)
-    walls: dict[str, float] = {}
-    partial: list[str] = []
-    for name in names:
-        t0 = time.perf_counter()
-        part = run_all(
-            [name],
-            backends=backends,
-            device=device,
-            sizes=SWEEP_SIZES.get(name),
-            quick=quick,
-            repeat=repeat,
-            measure_ceilings=merged is None,  # ceilings once, in the same run
-            seed=seed,
-            budget_s=budget_s,
-            progress=progress,
-            deadline=deadline,
-        )
-        walls[name] = round(time.perf_counter() - t0, 3)
-        if merged is None:
-            merged = part
-        else:
-            merged.results.extend(part.results)
-            merged.interrupted = merged.interrupted or part.interrupted
-            merged.duration_s = (merged.duration_s or 0.0) + (part.duration_s or 0.0)
-        if part.interrupted:
-            partial.append(name)
-            break
-    assert merged is not None
-    _refinalize(merged)
-    merged.settings = {
-        **merged.settings,
-        "sweep": True,
-        "workloads": names,
-        "budget_s": budget_s,
-        "sweep_budget_s": total_s,
-        "workload_s": walls,
-        "missing_workloads": [n for n in names if n not in walls],
-        "partial_workloads": partial,
-        "gemm_check": "n ≥ 2048: the float64 reference and the check cover 256 evenly spaced rows of C",
-    }
-    merged.settings["crossovers"] = [c.to_dict() for c in crossovers(merged.results)]
-    return merged
-
-
-def _refinalize(run: Run) -> None:
-    """Recompute % of ceiling and speedups over the merged rows against the one set of ceilings."""
-    from gpukit.bench.harness import finalize
-    from gpukit.bench.workloads import get_workload
-    from gpukit.bench.workloads.gemm import annotate
-
-    kinds = {r.workload: get_workload(r.workload).ceiling for r in run.results}
-    finalize(run.results, run.ceilings, kinds)
-    annotate(run.results)
+    request = BenchRequest(
+        workloads=tuple(workloads or ()),
+        backends=tuple(backends or ()),
+        device=device,
+        quick=quick,
+        repeat=repeat,
+        seed=seed,
+        budget_s=budget_s,
+        sweep=True,
+        sweep_total_s=total_s,
+    )
+    return execute(request, progress)

@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from gpukit.bench.harness import CALL_TIMEOUT_S
 from gpukit.cli import render
-from gpukit.cli.bench_render import print_baseline, print_run, to_csv, to_markdown, write_output
+from gpukit.cli.bench_render import print_baseline, print_crossovers, print_run, to_csv, to_markdown, write_output
 from gpukit.cli.history import DB_HELP
 
 if TYPE_CHECKING:
-    from gpukit.bench.compare import BaselineCheck
+    from gpukit.bench.baselines import BaselineCheck
+    from gpukit.bench.request import BenchRequest
     from gpukit.bench.results import Run
     from gpukit.history import History
 
@@ -133,17 +135,18 @@ def _save(history: History, run: Run) -> None:
         render.error(f"{exc.message}; the run was written to {kept}", hint=f"gpukit history import {kept}")
 
 
-def _measured(measure: Callable[[Callable[[Any], None]], Run], db: Path | None, no_save: bool) -> Run:
-    """Open the history, run ``measure(progress)`` with the progress display and the interrupt handling, then record
-    the command and save the run (still under the handler, so a second Ctrl-C does not cut the save short)."""
+def _measured(request: BenchRequest, db: Path | None, no_save: bool) -> Run:
+    """Open the history, run the request with the progress display and the interrupt handling, then save the run
+    (still under the handler, so a second Ctrl-C does not cut the save short)."""
+    from gpukit.bench.runner import execute
+
     history = _open_history(db, no_save)
     _quiet_warnings()
     try:
         with _interruptible() as rearm:
             bar, callback = _progress_callback(rearm)
             with bar:
-                run = measure(callback)
-            run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
+                run = execute(request, callback)
             if history is not None:
                 _save(history, run)
     finally:
@@ -175,21 +178,24 @@ def bench(
     sweep_budget: float = typer.Option(
         240.0, "--sweep-budget", min=0, help="Seconds a whole --sweep may take; later sizes are skipped (0: no limit)."
     ),
-    seed: int = typer.Option(None, "--seed", help="Random seed for the inputs (default: fresh)."),
+    seed: int = typer.Option(None, "--seed", help="Random seed for the inputs, 0 to 2³²−1 (default: fresh)."),
+    call_timeout: float = typer.Option(
+        CALL_TIMEOUT_S, "--call-timeout", min=0, help="Seconds one call may take before its row fails (0: no limit)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the run as JSON (see docs/bench-json.md)."),
     as_csv: bool = typer.Option(False, "--csv", help="Print the result rows as CSV."),
     db: Path = typer.Option(None, "--db", help=DB_HELP),
     no_save: bool = typer.Option(False, "--no-save", help="Do not record this run in the history."),
 ) -> int:
     """Measure workloads on CPU and GPU through every available backend; print only verified numbers."""
-    from gpukit.bench import run as bench_run
+    from gpukit.bench.request import BenchRequest
     from gpukit.errors import ConfigError
 
     tol = _parse_tolerance(tolerance)
-    if device not in ("cpu", "cuda", "all"):
-        raise ConfigError(f"unknown device '{device}'", hint="use --device cpu, cuda or all")
-    # Before measuring: a wrong --baseline must not cost a whole run (and a run id is read before this run is saved).
-    baseline_doc = _load_baseline(baseline, db) if baseline else None
+    if save_image is not None and save_image.is_dir():
+        raise ConfigError(
+            f"--save-image {save_image} is a directory", hint=f"give a file name: {save_image / 'mandelbrot.png'}"
+        )
     if sweep:
         given = {"--size": size, "--workload": workload_file, "--seed-example": seed_example, "--energy": energy,
                  "--save-image": save_image, "--baseline": baseline, "--write-baseline": write_baseline,
@@ -199,7 +205,6 @@ def bench(
                 f"--sweep does not take {', '.join(unused)}",
                 hint="run those without --sweep; a sweep is written up by: gpukit report --last",
             )
-        return _sweep(workloads, backend, device, quick, repeat, as_json, seed, budget, db, no_save, sweep_budget)
     targets: list[Any] = list(workloads or [])
     if workload_file:
         from gpukit.bench.custom import load_workload
@@ -208,28 +213,39 @@ def bench(
     sizes = list(size or [])
     if seed_example:
         targets, sizes = ["vector-add"], ["seed-example"]
-    run = _measured(
-        lambda progress: bench_run(
-            targets or None,
-            backends=backend or None,
-            device=device,
-            sizes=sizes or None,
-            quick=quick,
-            repeat=repeat,
-            energy=energy,
-            ceilings=not (no_ceilings or seed_example),
-            seed=seed,
-            budget_s=budget or (10.0 if quick else 30.0),
-            progress=progress,
-        ),
-        db,
-        no_save,
+    request = BenchRequest(  # every flag maps onto one field; defaults are resolved by the request
+        workloads=tuple(targets),
+        backends=tuple(backend or ()),
+        device=device,
+        sizes=tuple(sizes),
+        quick=quick,
+        repeat=repeat,
+        energy=energy,
+        ceilings=not (no_ceilings or seed_example),
+        seed=seed,
+        budget_s=budget,
+        call_timeout_s=call_timeout if call_timeout > 0 else None,
+        sweep=sweep,
+        sweep_total_s=sweep_budget if sweep_budget > 0 else None,
+        extra=(("command", "gpukit " + " ".join(sys.argv[1:])),),  # as typed (under a test runner: its argv)
     )
+    _check_plan(request)  # unknown workloads, backends and sizes before the history or the ceilings are touched
+    # Before measuring: a wrong --baseline must not cost a whole run (and a run id is read before this run is saved).
+    baseline_doc = _load_baseline(baseline, db) if baseline else None
+    run = _measured(request, db, no_save)
+    if sweep:
+        return _report_sweep(run, as_json)
     return _report(run, baseline, baseline_doc, tol, write_baseline, markdown, save_image, as_json, as_csv)
 
 
+def _check_plan(request: BenchRequest) -> None:
+    from gpukit.bench.runner import plan, resolve_workloads
+
+    plan(resolve_workloads(request), request)
+
+
 def _load_baseline(ref: str, db: Path | None) -> dict[str, Any]:
-    from gpukit.bench import compare
+    from gpukit.bench import baselines as compare
 
     if not ref.isdigit():
         return compare.load_baseline(ref)
@@ -250,7 +266,7 @@ def _report(
     as_json: bool,
     as_csv: bool,
 ) -> int:
-    from gpukit.bench import compare
+    from gpukit.bench import baselines as compare
 
     checks: list[BaselineCheck] = []
     if baseline_doc is not None:
@@ -279,76 +295,42 @@ def _report(
             render.console.print(f"saved as run {run.id} (gpukit history show {run.id})")
     if run.interrupted:
         return 130
-    if baseline_doc is not None and all(c.verdict == "not run" for c in checks):  # a check that checked nothing
+    if baseline_doc is not None and all(c.verdict in ("not run", "skipped") for c in checks):  # checked nothing
         command = baseline_doc.get("command")
+        skipped = [c for c in checks if c.verdict == "skipped"]
+        if skipped:
+            why = next((r.reason for r in run.results if r.status == "skipped" and r.reason), "not available here")
+            render.error(
+                f"nothing to compare: {len(skipped)} of the {len(checks)} baseline rows skipped here ({why})",
+                hint=next((r.hint for r in run.results if r.status == "skipped" and r.hint), None)
+                or "run it where the baseline's backends are available",
+            )
+            return 2
         render.error(
             f"this run measured none of the {len(checks)} rows of baseline {baseline}",
             hint=f"run what the baseline ran: {command}" if command else "use the baseline's workloads and sizes",
         )
         return 2
     failed = [r for r in run.results if r.status == "failed"]
-    short = [c for c in checks if not c.ok]
+    short = [c for c in checks if c.verdict == "short"]
     if short:
         render.error(f"{len(short)} result(s) fall short of baseline {baseline} by more than {tol:g}%")
+    if broken := [c for c in checks if c.verdict == "failed"]:
+        render.error(f"{len(broken)} baseline row(s) failed here (see the table)")
+    short += broken
     return 1 if failed or short else 0
 
 
-def _sweep(
-    workloads: list[str] | None,
-    backend: list[str] | None,
-    device: str,
-    quick: bool,
-    repeat: int | None,
-    as_json: bool,
-    seed: int | None,
-    budget: float | None,
-    db: Path | None,
-    no_save: bool,
-    sweep_budget: float,
-) -> int:
-    """`--sweep`: every workload over its size ladder on CPU and GPU, then the crossover table (issue 3)."""
-    from gpukit.bench.sweep import SWEEP_BUDGET_S, crossovers, run_sweep
+def _report_sweep(run: Run, as_json: bool) -> int:
+    """`--sweep`: the rows, then the crossover table (issue 3)."""
+    from gpukit.bench.sweep import crossovers
 
-    run = _measured(
-        lambda progress: run_sweep(
-            workloads or None,
-            backends=backend or None,
-            device=device,
-            quick=quick,
-            repeat=repeat,
-            seed=seed,
-            budget_s=budget or SWEEP_BUDGET_S,
-            total_s=sweep_budget if sweep_budget > 0 else None,
-            progress=progress,
-        ),
-        db,
-        no_save,
-    )
     _print_walls(run)
     if as_json:
         render.print_json(run.to_dict())
     else:
         print_run(run)
-        render.console.print(
-            render.table(
-                ("workload", "dtype", "mode", "GPU faster from", "estimate", "last size not won"),
-                [
-                    [
-                        c.workload,
-                        c.group or "-",
-                        c.mode,
-                        c.size_label
-                        or {"never": "not within the sizes measured", "insufficient": "too few sizes"}.get(
-                            c.status, ""
-                        ),
-                        f"≈ {c.x_estimate:,.0f}" if c.x_estimate else "",
-                        c.below_label or "",
-                    ]
-                    for c in crossovers(run.results)
-                ],
-                title="CPU/GPU crossover (kernel only, and end to end with transfers)",
-            )
-        )
+        print_crossovers(run, crossovers(run.results))
         if run.id is not None:
             render.console.print(f"saved as run {run.id} (gpukit report --run {run.id} -o report.html)", soft_wrap=True)
     if run.interrupted:
@@ -368,8 +350,22 @@ def _print_walls(run: Run) -> None:
     sys.stderr.flush()
 
 
+def _help() -> str:
+    """The command's help: its docstring and the workloads it knows (names from the registry, nothing imported)."""
+    from gpukit.bench.sweep import SWEEP_WORKLOADS
+    from gpukit.bench.workloads import DEFAULT_WORKLOADS, WORKLOADS
+
+    names = ", ".join(f"{n} (default)" if n in DEFAULT_WORKLOADS else n for n in WORKLOADS)
+    return (
+        f"{(bench.__doc__ or '').strip()}\n\nWorkloads: {names}. Your own: --workload FILE.py:NAME "
+        f"(docs/custom-workload.md). --sweep runs {' '.join(SWEEP_WORKLOADS)} over size ladders and finds the "
+        "CPU/GPU crossover. Several GPUs (or CPU ranks): gpukit bench allreduce|allgather|reducescatter|broadcast|"
+        "alltoall, gpukit bench p2p, gpukit bench scaling (docs/multi-gpu.md)."
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Add `gpukit bench`."""
     from gpukit.cli.bench_multi import MultiDispatch  # allreduce, p2p, scaling …: cli/bench_multi.py
 
-    app.command("bench", cls=MultiDispatch)(bench)
+    app.command("bench", cls=MultiDispatch, help=_help())(bench)

@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 
 from gpukit.cli import render
 
 if TYPE_CHECKING:
-    from gpukit.bench.compare import BaselineCheck
+    from gpukit.bench.baselines import BaselineCheck
     from gpukit.bench.results import Ceilings, Result, Run
+    from gpukit.bench.sweep import Crossover
 
 
 def write_output(path: Path, data: str | bytes) -> None:
@@ -120,7 +122,7 @@ def results_rows(results: list[Result]) -> list[list[str]]:
                 _transfers(r) if r.ok else "",
                 _kernel(r),
                 _throughput(r) if r.ok else "",
-                render.fmt(r.pct_of_ceiling, ".0f", "%") if r.ok else "",
+                _pct(r) if r.ok else "",
                 (render.fmt(r.speedup, ".3g", "×") if r.speedup is not None else render.NA) if r.ok else "",
                 _check(r),
             ]
@@ -128,12 +130,29 @@ def results_rows(results: list[Result]) -> list[list[str]]:
     return rows
 
 
+def _pct(r: Result) -> str:
+    text = render.fmt(r.pct_of_ceiling, ".0f", "%")
+    return f"{text} {CEILING_MARK}" if r.ceiling_note else text
+
+
+CEILING_MARK = "†"
+
+
+def ceiling_notes(results: list[Result]) -> list[str]:
+    """One footnote per row above 100 % of its ceiling: what the figure means (never a puzzle)."""
+    return [
+        f"{CEILING_MARK} {r.workload} {r.backend} {r.size}: {r.ceiling_note}"
+        for r in results
+        if r.ok and r.ceiling_note
+    ]
+
+
 RESULT_COLUMNS = (
     "workload",
     "backend",
     "device",
     "size",
-    "compile",
+    "first call",  # compile / JIT plus one run for the compiling backends; for NumPy or Python just the first call
     "transfers (h2d + d2h)",
     "kernel median (min–max)",
     "throughput",
@@ -160,21 +179,45 @@ def ceilings_rows(c: Ceilings) -> list[list[str]]:
     return rows
 
 
+def _unavailable(r: Result) -> bool:
+    """Skipped because its backend cannot run here (it carries the fix), not because of the budget or the size."""
+    return r.status == "skipped" and bool(r.hint and r.reason) and not (r.reason or "").startswith("estimated")
+
+
+def folded(results: list[Result]) -> tuple[list[Result], dict[str, tuple[int, str, str]]]:
+    """The rows for the table, and the backends folded out of it: on a machine where no GPU row ran, every GPU
+    row skipped for want of its backend becomes one line per backend (count, reason, install command)."""
+    if any(r.device == "cuda" and not _unavailable(r) for r in results):
+        return results, {}
+    shown: list[Result] = []
+    gone: dict[str, tuple[int, str, str]] = {}
+    for r in results:
+        if r.device == "cuda" and _unavailable(r):
+            n, _, _ = gone.get(r.backend, (0, "", ""))
+            gone[r.backend] = (n + 1, r.reason or "", r.hint or "")
+        else:
+            shown.append(r)
+    return shown, gone
+
+
 def print_run(run: Run) -> None:
     c = run.ceilings
     spec = f"datasheet ({c.spec_name})" if c.spec_name else "datasheet"
     render.console.print(render.table(["ceiling", "measured (this run)", spec], ceilings_rows(c), title="Ceilings"))
+    shown, gone = folded(run.results)
     # Piped output is not wrapped at 80 columns: the table is the product, keep its rows on one line each.
     console = render.console if render.console.is_terminal else Console(highlight=False, soft_wrap=False, width=240)
-    console.print(
-        render.table(RESULT_COLUMNS, results_rows(run.results), title="Results (speedup: kernel vs best CPU)")
-    )
+    console.print(render.table(RESULT_COLUMNS, results_rows(shown), title="Results (speedup: kernel vs best CPU)"))
     if note := launch_note(run.results):
         render.console.print(f"[dim]{note}[/]")
+    for line in ceiling_notes(shown):
+        render.console.print(f"[dim]{escape(line)}[/]")
+    for backend, (n, reason, hint) in gone.items():
+        render.console.print(f"[dim]{backend}: {n} GPU row(s) not run: {escape(reason)} — {render.hint_markup(hint)}[/]")
     # One line per reason a backend is missing here, with the command that fixes it.
     missing: dict[tuple[str, str], list[str]] = {}
-    for r in run.results:
-        if r.status == "skipped" and r.hint and r.reason and not r.reason.startswith("estimated"):
+    for r in shown:
+        if _unavailable(r) and r.hint and r.reason:
             names = missing.setdefault((r.reason, r.hint), [])
             if r.backend not in names:
                 names.append(r.backend)
@@ -226,7 +269,48 @@ def to_markdown(run: Run) -> str:
     ]
     if note := launch_note(run.results):
         head += [note, ""]
+    head += [line + "\n" for line in ceiling_notes(run.results)]
     return "\n".join(head)
+
+
+CROSSOVER_COLUMNS = ("workload", "dtype", "mode", "GPU faster from", "estimate", "last size not won")
+_NO_CROSSOVER = {"never": "not within the sizes measured", "insufficient": "too few sizes"}
+
+
+def print_crossovers(run: Run, found: list[Crossover]) -> None:
+    """The sweep's crossover table; when it is empty, why."""
+    rows = [
+        [
+            c.workload,
+            c.group or "-",
+            c.mode,
+            c.size_label
+            or {"never": "not within the sizes measured", "insufficient": "too few sizes"}.get(c.status, ""),
+            f"≈ {c.x_estimate:,.0f}" if c.x_estimate else "",
+            c.below_label or "",
+        ]
+        for c in found
+    ]
+    title = "CPU/GPU crossover (kernel only, and end to end with transfers)"
+    if rows:
+        render.console.print(render.table(CROSSOVER_COLUMNS, rows, title=title))
+        return
+    render.console.print(f"{title}: none — {crossover_gap(run)}", soft_wrap=True)
+
+
+def crossover_gap(run: Run) -> str:
+    """Why a sweep found no size with both a CPU and a GPU row to compare."""
+    ok = [r for r in run.results if r.ok]
+    cpu, gpu = [r for r in ok if r.device == "cpu"], [r for r in ok if r.device != "cpu"]
+    if not gpu:
+        why = next((r.reason for r in run.results if r.device == "cuda" and r.reason), None)
+        return "no GPU row was measured" + (f" ({why})" if why else "") + "; a crossover needs both sides"
+    if not cpu:
+        return "no CPU row was measured; a crossover needs both sides"
+    both = {(r.workload, r.size) for r in cpu} & {(r.workload, r.size) for r in gpu}
+    if not both:
+        return "the CPU and the GPU rows were measured at different sizes (nothing to compare)"
+    return "fewer than two sizes had both a CPU and a GPU row"
 
 
 def print_baseline(checks: list[BaselineCheck], tolerance_pct: float) -> None:

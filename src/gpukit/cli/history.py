@@ -38,21 +38,23 @@ def _list(db: Path | None, limit: int, as_json: bool) -> int:
     rows = [
         [
             str(r.id),
-            r.started_at,
-            render.fmt_seconds(r.duration_s),
-            r.hostname or render.NA,
-            r.gpu or "—",
-            " ".join(r.workloads) + (" (quick)" if r.quick else ""),
+            r.started_at.replace("T", " ").rstrip("Z")[2:16],  # "26-12-01 09:27": the table fits 80 columns
+            _clip(r.hostname or render.NA, 10),
+            _clip((r.gpu or "—").removeprefix("NVIDIA "), 10),
+            _clip(" ".join(r.workloads) + (" (quick)" if r.quick else ""), 20),
             f"{r.n_ok}/{r.n_total}",
         ]
         for r in runs
     ]
     render.console.print(
-        render.table(
-            ["id", "started (UTC)", "took", "host", "GPU", "workloads", "ok rows"], rows, title=f"Runs in {store.path}"
-        )
+        render.table(["id", "started (UTC)", "host", "GPU", "workloads", "ok"], rows, title=f"Runs in {store.path}")
     )
+    render.console.print("[dim]gpukit history show ID · gpukit history compare A B · --json for every field[/]")
     return 0
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def show(
@@ -79,7 +81,7 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
 ) -> int:
     """Compare run B with run A row by row: throughput ratio B/A; smaller than the spread is called noise."""
-    from gpukit.bench.compare import compare_runs
+    from gpukit.bench.baselines import compare_runs
     from gpukit.bench.results import THROUGHPUT_UNITS
 
     rows = compare_runs(*_load(db, run_a, run_b))

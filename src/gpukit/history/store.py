@@ -299,7 +299,7 @@ class History:
                 return None
             runs = con.execute("SELECT id, hostname, ceilings_json FROM runs ORDER BY id DESC").fetchall()
             for run_id, hostname, ceilings_json in runs:
-                ceilings = json.loads(ceilings_json or "{}") if _is_json(ceilings_json) else {}
+                ceilings = _json_or(ceilings_json, {})
                 gpu = ceilings.get("gpu_name") if isinstance(ceilings, dict) else None
                 if hostname not in (None, host) or not gpu:
                     continue
@@ -314,7 +314,7 @@ class History:
                     (run_id,),
                 ).fetchall()
                 for (row_json,) in gemm:
-                    row = json.loads(row_json) if _is_json(row_json) else None
+                    row = _json_or(row_json, None)
                     if not isinstance(row, dict) or not isinstance(row.get("tflops"), int | float):
                         continue
                     key = f"{row.get('dtype')}_tflops"
@@ -372,12 +372,12 @@ class History:
         return out
 
 
-def _is_json(text: Any) -> bool:
+def _json_or(text: Any, default: Any) -> Any:
+    """``text`` parsed, or ``default`` for a damaged value (latest_ceilings skips what it cannot read)."""
     try:
-        json.loads(text)
+        return json.loads(text)
     except (TypeError, ValueError):
-        return False
-    return True
+        return default
 
 
 def _gpu_of(ceilings: Mapping[str, Any], machine: Mapping[str, Any]) -> str | None:

@@ -1,4 +1,4 @@
-"""The harness on CPU backends: verified results, caught wrong implementations, skipped/failed rows, finalize."""
+"""The harness on CPU backends: verified results, caught wrong implementations, skipped/failed rows, analyse."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from gpukit.bench import Implementation, run
-from gpukit.bench.harness import Settings, finalize, prepare, run_one
+from gpukit.bench.analyse import analyse
+from gpukit.bench.harness import Settings, prepare, run_one
 from gpukit.bench.results import Ceilings, Result
 from gpukit.bench.workloads import get_workload
 
@@ -150,14 +151,14 @@ def test_seed_example_everywhere_gives_the_articles_answer() -> None:
         assert r.output_preview == [8, 10, 12, 14, 16, 18]
 
 
-def test_finalize_speedup_and_pct_of_ceiling() -> None:
+def test_analyse_speedup_and_pct_of_ceiling() -> None:
     rows = [
         Result("vector-add", "numpy", "cpu", "1MiB", kernel_median_s=2.0, end_to_end_s=2.0, gbps=10.0),
         Result("vector-add", "numba-cpu", "cpu", "1MiB", kernel_median_s=1.0, end_to_end_s=1.0, gbps=20.0),
         Result("vector-add", "torch-cuda", "cuda", "1MiB", kernel_median_s=0.1, end_to_end_s=0.5, gbps=200.0),
         Result("vector-add", "cupy", "cuda", "1MiB", status="skipped", reason="x"),
     ]
-    finalize(rows, Ceilings(cpu_mem_gbps=40.0, d2d_copy_gbps=400.0), {"vector-add": "memory"})
+    analyse(rows, Ceilings(cpu_mem_gbps=40.0, d2d_copy_gbps=400.0), {"vector-add": get_workload("vector-add")})
     assert rows[0].speedup == 0.5 and rows[1].speedup == 1.0
     assert rows[2].speedup == pytest.approx(10.0) and rows[2].speedup_e2e == pytest.approx(2.0)
     assert rows[0].pct_of_ceiling == 25.0 and rows[2].pct_of_ceiling == 50.0
@@ -365,7 +366,7 @@ def test_a_launch_bound_row_reports_the_rate_python_gets() -> None:
     assert gpu.gbps == pytest.approx(3 * 1000 * 4 / 4e-5 / 1e9)  # at the launch rate, not the device's
     assert gpu.end_to_end_s == pytest.approx(4e-5)
     cpu = Result("vector-add", "numpy", "cpu", "1000", kernel_median_s=2e-5, end_to_end_s=2e-5)
-    finalize([cpu, gpu], Ceilings(), {"vector-add": "memory"})
+    analyse([cpu, gpu], Ceilings(), {"vector-add": get_workload("vector-add")})
     assert gpu.speedup == pytest.approx(0.5)  # the CPU's 20 µs beats 40 µs per call from Python
     fast = Result("vector-add", "cupy-cuda-c", "cuda", "1000", launch_s=5e-6)
     harness._record(fast, w, w.implementations["numpy"], size, np.zeros(1000), [1e-5] * 3, 1, None, None)

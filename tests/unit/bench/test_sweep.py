@@ -13,6 +13,7 @@ SIZES = [2**k for k in range(6, 15)]  # 64 … 16384
 
 
 def _row(workload, backend, device, label, t, *, spread=0.02, h2d=0.0, d2h=0.0, status="ok"):
+    x, group = parse_label(label)  # what the engine's Size carries on a measured row
     return Result(
         workload=workload,
         backend=backend,
@@ -24,6 +25,8 @@ def _row(workload, backend, device, label, t, *, spread=0.02, h2d=0.0, d2h=0.0, 
         kernel_max_s=t * (1 + spread) if status == "ok" else None,
         h2d_s=h2d,
         d2h_s=d2h,
+        size_x=x,
+        size_group=group,
     )
 
 

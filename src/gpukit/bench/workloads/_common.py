@@ -46,7 +46,7 @@ def vector_size(text: str, default_dtype: str = "float32", dtypes: tuple[str, ..
     itemsize = np.dtype(dtype).itemsize
     n = parse_elements(amount, itemsize)
     label = bytes_label(n * itemsize) if not amount.strip().isdigit() else str(n)
-    return Size(f"{label}:{dtype}", {"n": n, "dtype": dtype})
+    return Size(f"{label}:{dtype}", {"n": n, "dtype": dtype}, magnitude=float(n * itemsize), group=dtype)
 
 
 def random_array(rng: np.random.Generator, n: int, dtype: str) -> np.ndarray:

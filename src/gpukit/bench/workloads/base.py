@@ -13,27 +13,68 @@ before the kernel finishes (the harness synchronizes). Adding a workload is one 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-__all__ = ["Implementation", "Size", "Workload", "relative_error"]
+if TYPE_CHECKING:
+    from gpukit.bench.results import Result
+
+__all__ = ["Implementation", "Size", "Workload", "label_magnitude", "relative_error"]
+
+
+_UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "kib": 2.0**10, "mib": 2.0**20, "gib": 2.0**30,
+          "kb": 1e3, "mb": 1e6, "gb": 1e9, "b": 1.0}  # fmt: skip
+_NUM = re.compile(r"^(\d+(?:\.\d+)?)([a-z]*)$")
+
+
+def label_magnitude(label: str) -> tuple[float | None, str]:
+    """A size label's magnitude and group: ``"4096:bf16"`` → (4096, "bf16"), ``"1GiB"`` → (2**30, ""),
+    ``"1536x1024x20"`` → (31457280, ""); (None, group) when no number can be read. Only for sizes whose workload
+    gives no magnitude (and rows saved before results carried one)."""
+    head, _, group = label.replace(":", "-").partition("-")
+    value = 1.0
+    for part in head.lower().split("x"):
+        m = _NUM.match(part.strip())
+        if not m or m.group(2) not in _UNITS:
+            return None, group
+        value *= float(m.group(1)) * _UNITS[m.group(2)]
+    return value, group
 
 
 @dataclass(frozen=True)
 class Size:
-    """One problem size. ``label`` is what tables and JSON show; ``params`` what the functions read."""
+    """One problem size. ``label`` is what tables and JSON show; ``params`` what the functions read (read-only:
+    an implementation cannot change the size the next one is given). ``magnitude`` is the number on the size axis
+    (bytes per operand, n of an n³ GEMM, batch, pixels × iterations; None: not on an axis) and ``group`` the
+    variant sizes are compared within (the dtype, or ""); both are stored on every result, so sweeps, crossovers
+    and reports read them instead of parsing labels."""
 
     label: str
     params: Mapping[str, Any] = field(default_factory=dict)
+    magnitude: float | None = None
+    group: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+        if self.magnitude is None and not self.group:  # a workload that gives neither: read its label, once, here
+            x, group = label_magnitude(self.label)
+            object.__setattr__(self, "magnitude", x)
+            object.__setattr__(self, "group", group)
 
     def __getitem__(self, key: str) -> Any:
         return self.params[key]
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.params.get(key, default)
+
+    def with_params(self, **extra: Any) -> Size:
+        """A copy with ``extra`` added to its parameters (the harness adds ``compute_dtype`` this way)."""
+        return replace(self, params={**self.params, **extra})
 
 
 @dataclass(frozen=True)
@@ -91,6 +132,14 @@ class Workload:
     implementations: dict[str, Implementation] = field(default_factory=dict)
     ceiling: str | None = "memory"
     dtype_of: Callable[[Size], str | None] = lambda size: size.get("dtype")
+    # The timed calls write ``out`` too, and it is checked after them (False: only the first call's output means
+    # something — a training step publishes its first gradient; later steps move the weights).
+    checks_timed_calls: bool = True
+    # For workloads whose implementations write ``out`` on their first call only, so a cast is never timed (gemm's
+    # fp16/bf16/fp8/int8 rows): resets that, so one more call after the timed ones writes ``out`` and is checked.
+    republish: Callable[[Mapping[str, Any]], None] | None = None
+    # analyse's per-workload hook: fills % of ceiling (or other figures) across the finished rows of one run
+    annotate: Callable[[Sequence[Result]], None] | None = None
 
     tolerance: Callable[[Size], float | None] = lambda size: TOLERANCE.get(
         str(size.get("compute_dtype") or size.get("dtype"))

@@ -48,7 +48,7 @@ def parse_size(text: str) -> Size:
     w, h, it = int(m.group(1)), int(m.group(2)), int(m.group(3) or 20)
     if min(w, h, it) < 1:
         raise ConfigError(f"bad mandelbrot size '{text}'", hint="width, height and iterations must be >= 1")
-    return Size(f"{w}x{h}x{it}", {"width": w, "height": h, "max_iter": it})
+    return Size(f"{w}x{h}x{it}", {"width": w, "height": h, "max_iter": it}, magnitude=float(w * h * it))
 
 
 def sizes(quick: bool) -> list[Size]:
@@ -173,13 +173,20 @@ def _numba_cuda(inputs: Mapping[str, Any], out: Any, size: Size) -> None:
     numba_cuda.mandelbrot(out, *_frame_args(inputs))
 
 
-def _estimator(key: str, fn: Callable[[Mapping[str, Any], Any, Size], None], backend: str, max_px: int) -> Any:
+def _estimator(
+    key: str, fn: Callable[[Mapping[str, Any], Any, Size], None], backend: str, max_px: int, linear: bool = False
+) -> Any:
     """Seconds per call, from a timed call on the same frame at reduced resolution (same iterations), scaled by the
-    pixel ratio. Cost follows the escape statistics, which a coarser grid of the same frame keeps."""
+    pixel ratio. Cost follows the escape statistics, which a coarser grid of the same frame keeps.
 
-    def estimate(size: Size) -> float:
-        w, h, it = size["width"], size["height"], size["max_iter"]
-        k = max(1, math.ceil(math.sqrt(w * h / max_px)))
+    ``linear``: array-expression backends (NumPy, PyTorch) pay a fixed cost per operation — tens of operations per
+    iteration, whatever the frame — which a small frame's time is mostly made of: scaling it by the pixel ratio
+    estimated 69 s for a torch-cpu call that takes 0.2-2.7 s. Those time two frames (from ¼ and all of ``max_px``) and
+    extrapolate the line through them (fixed cost plus per-pixel cost), growing the frames until the per-pixel
+    part shows."""
+
+    def per_call(w: int, h: int, it: int, px: int) -> tuple[float, int]:
+        k = max(1, math.ceil(math.sqrt(w * h / px)))
         small = parse_size(f"{max(1, w // k)}x{max(1, h // k)}x{it}")
         from gpukit.bench.backends import get_backend
 
@@ -191,13 +198,29 @@ def _estimator(key: str, fn: Callable[[Mapping[str, Any], Any, Size], None], bac
             tiny = parse_size(f"8x8x{it}")  # untimed warm-up: imports, thread pools, first-call costs
             fn(make_inputs(tiny, np.random.default_rng(0)), b.poisoned((8, 8), "int32"), tiny)
 
-        per_px = calibrated_seconds_per_unit(
-            f"mandelbrot:{key}:{small.label}",
-            lambda: fn(inputs, out, small),
-            small["width"] * small["height"],
-            warm=timed,
-        )
-        return per_px * w * h
+        n = small["width"] * small["height"]
+        per_px = calibrated_seconds_per_unit(f"mandelbrot:{key}:{small.label}", lambda: fn(inputs, out, small), n,
+                                             warm=timed)  # fmt: skip
+        return per_px * n, n
+
+    def estimate(size: Size) -> float:
+        w, h, it = size["width"], size["height"], size["max_iter"]
+        if not linear:
+            t1, n1 = per_call(w, h, it, max_px)
+            return t1 / n1 * w * h
+        # Grow the calibration frame 4× at a time until the per-pixel cost shows (the time grows ≥ 2.5× with the
+        # pixels), a call takes half a second, or the frame is half the real one; extrapolate the last two points.
+        t0, n0 = per_call(w, h, it, max(max_px // 4, 64))
+        px = max_px
+        while True:
+            t1, n1 = per_call(w, h, it, px)
+            if n1 <= n0 or t1 >= 2.5 * t0 or t1 >= 0.5 or 2 * n1 >= w * h:
+                break
+            t0, n0, px = t1, n1, px * 4
+        if n1 <= n0:
+            return t1 / n1 * w * h
+        slope = max((t1 - t0) / (n1 - n0), 0.0)
+        return max(t1 - slope * n1, 0.0) + slope * w * h
 
     return estimate
 
@@ -229,7 +252,7 @@ WORKLOAD = Workload(
         "numpy": Implementation(
             "numpy",
             _numpy,
-            estimate_s=_estimator("numpy", _numpy, "numpy", 65536),
+            estimate_s=_estimator("numpy", _numpy, "numpy", 65536, linear=True),
             dtype="float64",
             note="vectorised with compaction",
         ),
@@ -243,7 +266,7 @@ WORKLOAD = Workload(
         "torch-cpu": Implementation(
             "torch-cpu",
             _torch,
-            estimate_s=_estimator("torch", _torch, "torch-cpu", 65536),
+            estimate_s=_estimator("torch", _torch, "torch-cpu", 65536, linear=True),
             dtype="float32",
             note="vectorised, masked",
         ),

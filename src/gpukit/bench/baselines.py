@@ -72,33 +72,61 @@ class Comparison:
 
 
 def compare_runs(a: Run, b: Run) -> list[Comparison]:
-    """Row-by-row comparison of run ``b`` against run ``a``."""
+    """Row-by-row comparison of run ``b`` against run ``a``, matched on workload, backend, device and size.
+
+    A workload/backend both runs measured, but at sizes the other did not (a ``--quick`` run against a full one),
+    is one row ``not comparable: different sizes`` naming them; a row that is not ok on one side says which side
+    and how (``skipped in B``), not a bare "not ok"."""
     rows_a = {_key(r): r for r in a.results}
     rows_b = {_key(r): r for r in b.results}
     out = []
-    for key in list(rows_a) + [k for k in rows_b if k not in rows_a]:
-        ra, rb = rows_a.get(key), rows_b.get(key)
-        unit = (ra or rb).throughput_unit if (ra or rb) else None  # type: ignore[union-attr]
-        ta = ra.throughput if ra and ra.ok else None
-        tb = rb.throughput if rb and rb.ok else None
+    for key in [k for k in rows_a if k in rows_b]:
+        ra, rb = rows_a[key], rows_b[key]
+        ta = ra.throughput if ra.ok else None
+        tb = rb.throughput if rb.ok else None
         ratio = tb / ta if ta and tb else None
-        spreads = [s for s in (_spread(ra) if ra else None, _spread(rb) if rb else None) if s is not None]
+        spreads = [s for s in (_spread(ra), _spread(rb)) if s is not None]
         spread = max(spreads) if spreads else None
-        if ra is None:
-            verdict = "only in B"
-        elif rb is None:
-            verdict = "only in A"
+        if not ra.ok and not rb.ok:
+            verdict = f"{ra.status} in both" if ra.status == rb.status else f"{ra.status} in A, {rb.status} in B"
+        elif not ra.ok:
+            verdict = f"{ra.status} in A"
+        elif not rb.ok:
+            verdict = f"{rb.status} in B"
         elif ratio is None:
-            verdict = "not ok"
+            verdict = "no throughput"
         elif spread is not None and abs(ratio - 1.0) <= spread:
             verdict = "noise"
         else:
             verdict = "faster" if ratio > 1.0 else "slower"
-        out.append(Comparison(*key, unit, ta, tb, ratio, spread, verdict))
+        out.append(Comparison(*key, ra.throughput_unit or rb.throughput_unit, ta, tb, ratio, spread, verdict))
+    out += _unmatched(rows_a, rows_b)
     return out
 
 
-# ---- baselines -------------------------------------------------------------------------------------------------
+def _unmatched(rows_a: dict[Key, Result], rows_b: dict[Key, Result]) -> list[Comparison]:
+    """Rows of one run with no row of the same size in the other: grouped per workload/backend/device."""
+    only_a = [k for k in rows_a if k not in rows_b]
+    only_b = [k for k in rows_b if k not in rows_a]
+    groups: dict[tuple[str, str, str], tuple[list[str], list[str]]] = {}
+    for side, keys in ((0, only_a), (1, only_b)):
+        for k in keys:
+            groups.setdefault(k[:3], ([], []))[side].append(k[3])
+    out = []
+    for (workload, backend, device), (sizes_a, sizes_b) in groups.items():
+        unit = (rows_a.get((workload, backend, device, sizes_a[0])) if sizes_a else None) or rows_b.get(
+            (workload, backend, device, sizes_b[0] if sizes_b else "")
+        )
+        u = unit.throughput_unit if unit else None
+        if sizes_a and sizes_b:
+            size = f"A: {', '.join(sizes_a)}; B: {', '.join(sizes_b)}"
+            out.append(Comparison(workload, backend, device, size, u, None, None, None, None,
+                                  "not comparable: different sizes"))  # fmt: skip
+        else:
+            where = "A" if sizes_a else "B"
+            out += [Comparison(workload, backend, device, s, u, None, None, None, None, f"only in {where}")
+                    for s in sizes_a or sizes_b]  # fmt: skip
+    return out
 
 
 def baseline_from_run(run: Run, command: str | None = None, tolerance_pct: float = 10.0) -> dict[str, Any]:
@@ -196,7 +224,7 @@ class BaselineCheck:
     measured: float | None
     ratio: float | None  # measured / expected
     ok: bool
-    verdict: str  # ok | short | not ok | not run
+    verdict: str  # ok | short | failed | skipped | not run
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -208,7 +236,9 @@ def check_baseline(run: Run, baseline: dict[str, Any], tolerance_pct: float) -> 
     within the noise the baseline itself showed is not a finding).
 
     A baseline row this run did not attempt is "not run" (not a failure: run fewer workloads, check fewer rows);
-    one it attempted but could not measure is "not ok" (a failure: the node lost a backend or runs out of memory).
+    one whose backend is not available here is "skipped" (not a shortfall: nothing was compared — the CLI says
+    "nothing to compare" when that is every row); one that ran and failed is "failed" (the node computes wrong, or
+    runs out of memory).
     """
     rows = {_key(r): r for r in run.results}
     tol = tolerance_pct / 100.0
@@ -220,9 +250,12 @@ def check_baseline(run: Run, baseline: dict[str, Any], tolerance_pct: float) -> 
         if r is None:
             checks.append(BaselineCheck(*key, b.get("unit"), expected, None, None, True, "not run"))
             continue
+        if r.status == "skipped":
+            checks.append(BaselineCheck(*key, b.get("unit"), expected, None, None, True, "skipped"))
+            continue
         measured = r.throughput if r.ok else None
         if measured is None:
-            checks.append(BaselineCheck(*key, b.get("unit"), expected, None, None, False, "not ok"))
+            checks.append(BaselineCheck(*key, b.get("unit"), expected, None, None, False, "failed"))
             continue
         ratio = measured / expected if expected > 0 else math.inf
         allowed = max(tol, float(b.get("spread") or 0.0))

@@ -1,0 +1,164 @@
+"""A pytest plugin: the ``gpukit_bench`` fixture measures a function inside a test with gpukit's engine — the
+correctness gate (before and after timing), device-side timing, compile and transfers apart, the spread — and can
+fail the test against a stored baseline.
+
+    def test_add_is_fast(gpukit_bench):
+        row = gpukit_bench(lambda a, b: a + b, backend="torch-cuda",
+                           inputs=lambda rng: {"a": rng.random(1 << 24, dtype=np.float32),
+                                               "b": rng.random(1 << 24, dtype=np.float32)},
+                           reference=lambda a, b: a + b)
+        assert row.gbps > 1000
+
+A row that fails its check fails the test (with gpukit's reason); a backend that is not available here skips it.
+Baselines: ``pytest --gpukit-bench-save`` writes each measured row's throughput to the baseline file (default
+``.gpukit-bench.json`` in the rootdir, ``--gpukit-bench-baseline PATH``); later runs fail a test whose row is
+slower than its baseline by more than ``--gpukit-bench-tolerance`` per cent (default 10) plus the row's own
+spread (at most 50 % in all). Registered through the ``pytest11`` entry point ``gpukit`` (installed with
+gpukit), or with ``-p gpukit.bench.pytest_plugin``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpukit.bench.oneshot import compare
+from gpukit.bench.results import THROUGHPUT_UNITS, Result
+
+__all__ = ["GpukitBench", "gpukit_bench"]
+
+BASELINE_FILE = ".gpukit-bench.json"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpukit", "gpukit_bench: measured, checked benchmarks inside tests")
+    group.addoption("--gpukit-bench-save", action="store_true", help="record measured rows as the baseline")
+    group.addoption("--gpukit-bench-baseline", default=None, help=f"baseline file (default: rootdir/{BASELINE_FILE})")
+    group.addoption("--gpukit-bench-tolerance", type=float, default=10.0, help="allowed shortfall in %% (10)")
+
+
+class _Store:
+    """The baseline file: test id and row name → throughput, unit and spread."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        given = config.getoption("--gpukit-bench-baseline", default=None)
+        self.path = Path(given) if given else Path(str(config.rootpath)) / BASELINE_FILE
+        self.save = bool(config.getoption("--gpukit-bench-save", default=False))
+        self.tolerance_pct = float(config.getoption("--gpukit-bench-tolerance", default=10.0))
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.measured: list[tuple[str, Result]] = []
+        if self.path.is_file():
+            try:
+                doc = json.loads(self.path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise pytest.UsageError(f"gpukit_bench: cannot read the baseline {self.path}: {exc}") from exc
+            self.rows = dict(doc.get("rows", {})) if isinstance(doc, dict) else {}
+
+    def write(self) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"format": "gpukit-bench-pytest", "rows": self.rows}, indent=1, sort_keys=True))
+        os.replace(tmp, self.path)
+
+
+def _spread(r: Result) -> float:
+    if r.kernel_median_s and r.kernel_min_s is not None and r.kernel_max_s is not None:
+        return (r.kernel_max_s - r.kernel_min_s) / r.kernel_median_s
+    return 0.0
+
+
+class GpukitBench:
+    """What the ``gpukit_bench`` fixture gives a test: call it with one function, or ``.compare`` several."""
+
+    def __init__(self, nodeid: str, store: _Store) -> None:
+        self.nodeid = nodeid
+        self._store = store
+        self.rows: list[Result] = []
+
+    def __call__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        backend: str = "numpy",
+        inputs: Any,
+        reference: Any,
+        **kwargs: Any,
+    ) -> Result:
+        """Measure ``fn`` on ``backend`` (arguments as :func:`gpukit.bench.compare`); returns the checked row."""
+        return self.compare({backend: fn}, inputs=inputs, reference=reference, **kwargs)[0]
+
+    def compare(self, implementations: Mapping[str, Any], **kwargs: Any) -> list[Result]:
+        """Measure several implementations in one run (speedups against the best CPU row); every row is judged."""
+        kwargs.setdefault("name", "gpukit_bench")
+        rows = compare(implementations, **kwargs)
+        for r in rows:
+            self._judge(r)
+        self.rows += rows
+        return rows
+
+    def _judge(self, r: Result) -> None:
+        if r.status == "failed":
+            pytest.fail(f"gpukit_bench: {r.backend} failed: {r.reason}", pytrace=False)
+        if r.status == "skipped":
+            pytest.skip(f"gpukit_bench: {r.backend} not run here: {r.reason}")
+        key = f"{self.nodeid}::{r.backend}"
+        self._store.measured.append((key, r))
+        value = r.throughput
+        if self._store.save:
+            self._store.rows[key] = {"unit": r.throughput_unit, "value": value, "spread": _spread(r)}
+            return
+        base = self._store.rows.get(key)
+        if not base or not value or not base.get("value") or base.get("unit") != r.throughput_unit:
+            return
+        spread = max(_spread(r), float(base.get("spread") or 0.0))
+        allowed = min(self._store.tolerance_pct / 100 + spread, 0.5)  # never wave through half the baseline
+        ratio = value / float(base["value"])
+        if ratio < 1 - allowed:
+            unit = THROUGHPUT_UNITS.get(r.throughput_unit or "", (1.0, ""))[1]
+            pytest.fail(
+                f"gpukit_bench: {r.backend} {value:,.4g} {unit} is {1 - ratio:.0%} below its baseline "
+                f"{float(base['value']):,.4g} {unit} (allowed {allowed:.0%}: tolerance plus spread)",
+                pytrace=False,
+            )
+
+
+_STORE_KEY = pytest.StashKey[_Store]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_STORE_KEY] = _Store(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    store = config.stash.get(_STORE_KEY, None)
+    if store is not None and store.save and store.rows:
+        store.write()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    store = config.stash.get(_STORE_KEY, None)
+    if store is None or not store.measured:
+        return
+    terminalreporter.section("gpukit_bench")
+    for key, r in store.measured:
+        unit = THROUGHPUT_UNITS.get(r.throughput_unit or "", (1.0, ""))[1]
+        terminalreporter.write_line(
+            f"{key}: {r.kernel_median_s or 0:.3g} s median ({r.kernel_min_s or 0:.3g}–{r.kernel_max_s or 0:.3g}), "
+            f"{r.throughput or 0:,.4g} {unit}, checked (error {r.error:.2g})"
+        )
+    if store.save:
+        terminalreporter.write_line(f"baseline written to {store.path}")
+
+
+@pytest.fixture
+def gpukit_bench(request: pytest.FixtureRequest) -> GpukitBench:
+    """Measure a function with gpukit's engine inside a test (see the module docstring)."""
+    store = request.config.stash.get(_STORE_KEY, None)
+    if store is None:  # registered late (after pytest_configure ran): make the store now
+        store = _Store(request.config)
+        request.config.stash[_STORE_KEY] = store
+    return GpukitBench(request.node.nodeid, store)
