@@ -359,8 +359,7 @@ def _help() -> str:
     return (
         f"{(bench.__doc__ or '').strip()}\n\nWorkloads: {names}. Your own: --workload FILE.py:NAME "
         f"(docs/custom-workload.md). --sweep runs {' '.join(SWEEP_WORKLOADS)} over size ladders and finds the "
-        "CPU/GPU crossover. Several GPUs (or CPU ranks): gpukit bench allreduce|allgather|reducescatter|broadcast|"
-        "alltoall, gpukit bench p2p, gpukit bench scaling (docs/multi-gpu.md)."
+        "CPU/GPU crossover."
     )
 
 

@@ -213,7 +213,9 @@ def print_run(run: Run) -> None:
     for line in ceiling_notes(shown):
         render.console.print(f"[dim]{escape(line)}[/]")
     for backend, (n, reason, hint) in gone.items():
-        render.console.print(f"[dim]{backend}: {n} GPU row(s) not run: {escape(reason)} — {render.hint_markup(hint)}[/]")
+        render.console.print(
+            f"[dim]{backend}: {n} GPU row(s) not run: {escape(reason)} — {render.hint_markup(hint)}[/]"
+        )
     # One line per reason a backend is missing here, with the command that fixes it.
     missing: dict[tuple[str, str], list[str]] = {}
     for r in shown:

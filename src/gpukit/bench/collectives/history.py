@@ -33,20 +33,20 @@ def to_result(row: Any) -> Any:
                       check=row.check, kernel_median_s=t.get("median"), kernel_min_s=t.get("min"),
                       kernel_max_s=t.get("max"), throughput_unit="gbps", gbps=row.busbw_gbps,
                       bytes=float(row.size_bytes), repeats=row.repeats, inner=row.iters,
-                      samples_s=list(row.samples_s))  # fmt: skip
+                      samples_s=list(row.samples_s), size_x=float(row.size_bytes), size_group=row.dtype)  # fmt: skip
     if isinstance(row, P2PRow):
         t = row.time_s or {}
         pair = "n/a" if row.src is None else f"{row.src}->{row.dst}"
         return Result("p2p", f"{pair} {row.mode} peer-{row.peer_access}", "cuda", bytes_label(row.size_bytes or 0),
                       status, row.reason, check=row.check, kernel_median_s=t.get("median"),
                       kernel_min_s=t.get("min"), kernel_max_s=t.get("max"), throughput_unit="gbps", gbps=row.gbps,
-                      bytes=float(row.size_bytes))  # fmt: skip
+                      bytes=float(row.size_bytes), size_x=float(row.size_bytes or 0), size_group="")  # fmt: skip
     assert isinstance(row, ScalingRow)
     t = row.step_s or {}
     return Result(f"scaling-{row.model}", f"ddp-x{row.ranks}", row.device, f"{row.image_size}px-b{row.batch_per_rank}",
                   status, row.reason, check=row.check, kernel_median_s=t.get("median"), kernel_min_s=t.get("min"),
                   kernel_max_s=t.get("max"), throughput_unit="samples_per_s", samples_per_s=row.images_per_s,
-                  repeats=row.steps)  # fmt: skip
+                  repeats=row.steps, size_x=float(row.ranks), size_group=f"{row.image_size}px-b{row.batch_per_rank}")  # fmt: skip
 
 
 def save_multi_run(run: MultiRun, db: Path | None, command: str) -> int:
