@@ -46,7 +46,8 @@ def to_result(row: Any) -> Any:
     return Result(f"scaling-{row.model}", f"ddp-x{row.ranks}", row.device, f"{row.image_size}px-b{row.batch_per_rank}",
                   status, row.reason, check=row.check, kernel_median_s=t.get("median"), kernel_min_s=t.get("min"),
                   kernel_max_s=t.get("max"), throughput_unit="samples_per_s", samples_per_s=row.images_per_s,
-                  repeats=row.steps, size_x=float(row.ranks), size_group=f"{row.image_size}px-b{row.batch_per_rank}")  # fmt: skip
+                  repeats=row.steps, size_x=float(row.ranks),
+                  size_group=f"{row.image_size}px-b{row.batch_per_rank}")  # fmt: skip
 
 
 def save_multi_run(run: MultiRun, db: Path | None, command: str) -> int:
