@@ -1,0 +1,86 @@
+"""Safe image decoding for the server: the format sniffed from the bytes and checked against an allow-list, the pixel
+count checked from the header before any pixel is decoded, and the same resize as `gpukit predict`.
+
+Pillow's own guard against decompression bombs is a warning up to 2× its limit; here the limit is checked on the
+header's width × height, so a 50,000 × 50,000 PNG of a few kilobytes is refused before it allocates anything.
+Only the first frame of an animated GIF or WebP is used.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+
+from gpukit.serve.request import RequestRejected
+
+__all__ = ["ALLOWED_FORMATS", "decode_bytes", "sniff"]
+
+ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP")
+# Formats we recognise in order to name them when refusing (415); anything else unrecognised is "not an image" (422).
+_KNOWN_OTHERS: tuple[tuple[bytes, str], ...] = (
+    (b"%PDF", "PDF"),
+    (b"<svg", "SVG"),
+    (b"<?xml", "XML/SVG"),
+    (b"<!doctype html", "HTML"),
+    (b"<html", "HTML"),
+    (b"BM", "BMP"),
+    (b"II*\x00", "TIFF"),
+    (b"MM\x00*", "TIFF"),
+    (b"\x00\x00\x01\x00", "ICO"),
+    (b"PK\x03\x04", "ZIP"),
+    (b"\x1f\x8b", "GZIP"),
+)
+
+
+def sniff(data: bytes) -> str:
+    """The image format the bytes start with: one of ``ALLOWED_FORMATS``, or a 415/422 ``RequestRejected``."""
+    if data[:3] == b"\xff\xd8\xff":
+        return "JPEG"
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return "PNG"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "GIF"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "WEBP"
+    head = data[:256].lstrip().lower()
+    for magic, name in _KNOWN_OTHERS:
+        if head.startswith(magic.lower()):
+            raise RequestRejected(415, "unsupported_format", f"{name} is not accepted; send JPEG, PNG, GIF or WebP")
+    if b"<svg" in head:
+        raise RequestRejected(415, "unsupported_format", "SVG is not accepted; send JPEG, PNG, GIF or WebP")
+    raise RequestRejected(422, "not_an_image", "the body is not a JPEG, PNG, GIF or WebP image")
+
+
+def decode_bytes(data: bytes, size: int, max_pixels: int) -> np.ndarray:
+    """Bytes → uint8 (3, size, size) RGB, exactly as ``gpukit.train.data.decode_image`` does for a file."""
+    from PIL import Image, UnidentifiedImageError
+
+    if not data:
+        raise RequestRejected(400, "empty", "the body is empty")
+    fmt = sniff(data)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            im = Image.open(io.BytesIO(data), formats=[fmt])
+    except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise RequestRejected(400, "corrupt", f"{fmt} header could not be read: {exc}") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise RequestRejected(400, "corrupt", f"{fmt} header is corrupt: {exc}") from None
+    with im:
+        width, height = im.size
+        if width < 1 or height < 1:
+            raise RequestRejected(400, "corrupt", f"{fmt} has no pixels ({width}×{height})")
+        if width * height > max_pixels:
+            raise RequestRejected(
+                413, "too_many_pixels", f"{width}×{height} = {width * height:,} pixels is over the limit of {max_pixels:,}"
+            )
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # a Pillow warning about this image (bomb, bad chunk) refuses it
+                im.draft("RGB", (size, size))  # as decode_image: JPEG decoders downscale by 1/2..1/8 first
+                rgb = im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
+        except (OSError, SyntaxError, ValueError, EOFError, Warning) as exc:
+            raise RequestRejected(400, "corrupt", f"{fmt} is truncated or corrupt: {exc}") from None
+    return np.asarray(rgb, dtype=np.uint8).transpose(2, 0, 1).copy()
