@@ -10,9 +10,11 @@ Runs in its own process (``spawn``); it imports nothing heavy.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import resource
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["ProcessResult", "Work", "run_process"]
 
@@ -48,14 +50,13 @@ def _parse_timing(value: bytes, into: dict[str, float]) -> None:
     for part in value.decode("latin-1").split(","):
         name, _, rest = part.strip().partition(";")
         if rest.startswith("dur="):
-            try:
+            with contextlib.suppress(ValueError):
                 into[name] = into.get(name, 0.0) + float(rest[4:])
-            except ValueError:
-                pass
 
 
-async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes,
-                    timing: dict[str, float]) -> tuple[int, bool]:  # fmt: skip
+async def _exchange(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes, timing: dict[str, float]
+) -> tuple[int, bool]:
     """Send one request, read its response; (status, keep-alive)."""
     writer.write(request)
     head = await reader.readuntil(b"\r\n\r\n")
@@ -102,42 +103,42 @@ class _Runner:
         reqs = self.work.requests
         return reqs[self.counter % len(reqs)]
 
-    async def one(self, conn: list[object], request: bytes, due: float) -> None:
+    async def one(self, conn: list[Any], request: bytes, due: float) -> None:
         """One request on ``conn`` ([reader, writer] or empty: connect first), recorded."""
         w = self.work
         timing: dict[str, float] = {}
         try:
             if not conn:
                 conn.extend(await asyncio.wait_for(asyncio.open_connection(w.host, w.port), w.timeout_s))
-            reader, writer = conn  # type: ignore[misc]
+            reader, writer = conn
             status, keep = await asyncio.wait_for(_exchange(reader, writer, request, timing), w.timeout_s)
             if not keep:
                 writer.close()
                 conn.clear()
-        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
             status = 0
             if len(self.result.errors) < 5:
                 self.result.errors.append(f"{type(exc).__name__}: {exc}")
             if conn:
-                conn[1].close()  # type: ignore[attr-defined]
+                conn[1].close()
                 conn.clear()
         self.record(due, status, timing)
 
     async def closed_client(self) -> None:
-        conn: list[object] = []
+        conn: list[Any] = []
         while time.perf_counter() < self.t_end and (request := self.next_request()) is not None:
             await self.one(conn, request, time.perf_counter())
         if conn:
-            conn[1].close()  # type: ignore[attr-defined]
+            conn[1].close()
 
     async def open_loop(self) -> None:
         assert self.work.rate
-        free: list[list[object]] = [[] for _ in range(self.work.connections)]
+        free: list[list[Any]] = [[] for _ in range(self.work.connections)]
         interval = 1.0 / self.work.rate
         due = time.perf_counter()
         tasks: set[asyncio.Task[None]] = set()
 
-        async def fire(conn: list[object], request: bytes, due: float) -> None:
+        async def fire(conn: list[Any], request: bytes, due: float) -> None:
             await self.one(conn, request, due)
             free.append(conn)
 
@@ -157,7 +158,7 @@ class _Runner:
             await asyncio.wait(tasks, timeout=self.work.timeout_s)
         for conn in free:
             if conn:
-                conn[1].close()  # type: ignore[attr-defined]
+                conn[1].close()
 
     async def main(self) -> ProcessResult:
         w = self.work

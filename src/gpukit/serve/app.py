@@ -24,12 +24,25 @@ from gpukit.serve.request import RequestRejected, images_from_body, read_body
 __all__ = ["build_app", "create_app"]
 
 MAX_BATCH_IMAGES = 256
-_FORM = {"multipart/form-data": {"schema": {"type": "object", "properties": {
-    "file": {"type": "string", "format": "binary"}}, "required": ["file"]}},
+_FORM = {
+    "multipart/form-data": {
+        "schema": {
+            "type": "object",
+            "properties": {"file": {"type": "string", "format": "binary"}},
+            "required": ["file"],
+        }
+    },
     "image/jpeg": {"schema": {"type": "string", "format": "binary"}},
-    "image/png": {"schema": {"type": "string", "format": "binary"}}}  # fmt: skip
-_BATCH_FORM = {"multipart/form-data": {"schema": {"type": "object", "properties": {
-    "files": {"type": "array", "items": {"type": "string", "format": "binary"}}}}}}  # fmt: skip
+    "image/png": {"schema": {"type": "string", "format": "binary"}},
+}
+_BATCH_FORM = {
+    "multipart/form-data": {
+        "schema": {
+            "type": "object",
+            "properties": {"files": {"type": "array", "items": {"type": "string", "format": "binary"}}},
+        }
+    }
+}
 
 
 def create_app(model: Path | str, config: ServeConfig | None = None) -> Any:
@@ -78,8 +91,12 @@ def build_app(core: Core, on_start: Callable[[], None] | None = None, on_stop: C
         if on_stop:
             on_stop()
 
-    app = FastAPI(title="gpukit serve", version="1", lifespan=lifespan,
-                  description="Image classification with a model trained by `gpukit train`.")  # fmt: skip
+    app = FastAPI(
+        title="gpukit serve",
+        version="1",
+        lifespan=lifespan,
+        description="Image classification with a model trained by `gpukit train`.",
+    )
     app.state.core = core
     limit = core.config.max_body_bytes
 
@@ -102,6 +119,7 @@ def build_app(core: Core, on_start: Callable[[], None] | None = None, on_stop: C
             core.check_key(request.headers)
             core.admit()
             admitted = True
+            core.admitted += 1
             core.in_flight += 1
             core.metrics.in_flight.inc()
             body = await read_body(request.stream(), request.headers.get("content-length"), limit)
@@ -124,21 +142,33 @@ def build_app(core: Core, on_start: Callable[[], None] | None = None, on_stop: C
             status = 200
         except RequestRejected as exc:
             status, payload = exc.status, dumps(exc.to_dict())
-        except Exception as exc:  # a fault of the server, never of the input: bad input is RequestRejected
+        except BaseException as exc:  # a fault of the server (or a cancel), never of the input
+            if not isinstance(exc, Exception):
+                status = 499
+                raise
             status, payload = 500, dumps({"error": "internal", "detail": f"{type(exc).__name__}: {exc}"})
         finally:
             if admitted:
+                core.answered += status != 499  # 499: the client went away (or the task was cancelled)
+                core.cancelled += status == 499
+                core.answered_ok += status == 200
                 core.in_flight -= 1
                 core.metrics.in_flight.dec()
         return respond(route, status, payload, t0, stages)
 
-    @app.post("/v1/predict", openapi_extra={"requestBody": {"content": _FORM, "required": True}},
-              summary="Classify one image (multipart field `file`, or the raw bytes)")  # fmt: skip
+    @app.post(
+        "/v1/predict",
+        openapi_extra={"requestBody": {"content": _FORM, "required": True}},
+        summary="Classify one image (multipart field `file`, or the raw bytes)",
+    )
     async def predict(request: Request) -> Any:
         return await handle(request, "/v1/predict", many=False)
 
-    @app.post("/v1/predict/batch", openapi_extra={"requestBody": {"content": _BATCH_FORM, "required": True}},
-              summary="Classify several images (multipart fields `files`)")  # fmt: skip
+    @app.post(
+        "/v1/predict/batch",
+        openapi_extra={"requestBody": {"content": _BATCH_FORM, "required": True}},
+        summary="Classify several images (multipart fields `files`)",
+    )
     async def predict_batch(request: Request) -> Any:
         return await handle(request, "/v1/predict/batch", many=True)
 
@@ -149,6 +179,7 @@ def build_app(core: Core, on_start: Callable[[], None] | None = None, on_stop: C
 
     @app.get("/readyz", summary="Ready for traffic (503 while loading or draining)")
     async def readyz() -> Any:
+        body: dict[str, str | None]
         if core.ready:
             status, body = 200, {"status": "ready"}
         else:
@@ -169,8 +200,18 @@ def build_app(core: Core, on_start: Callable[[], None] | None = None, on_stop: C
         info = core.info
         if info is None:
             return Response(dumps({"error": "loading"}), 503, media_type="application/json")
-        return Response(dumps({"model": info.model, "classes": list(info.classes), "image_size": info.image_size,
-                               "api_key": core.api_key is not None}), 200, media_type="application/json")  # fmt: skip
+        return Response(
+            dumps(
+                {
+                    "model": info.model,
+                    "classes": list(info.classes),
+                    "image_size": info.image_size,
+                    "api_key": core.api_key is not None,
+                }
+            ),
+            200,
+            media_type="application/json",
+        )
 
     @app.get("/", include_in_schema=False)
     async def page() -> Any:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Batcher", "BatchStats", "Outcome", "QueueFull"]
+__all__ = ["BatchStats", "Batcher", "Outcome", "QueueFull"]
 
 
 class QueueFull(Exception):
@@ -57,8 +57,14 @@ class _Job:
 
 
 class Batcher:
-    def __init__(self, runner: Callable[[np.ndarray], np.ndarray], max_batch: int, max_wait_s: float,
-                 queue_size: int, on_batch: Callable[[int, float], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        runner: Callable[[np.ndarray], np.ndarray],
+        max_batch: int,
+        max_wait_s: float,
+        queue_size: int,
+        on_batch: Callable[[int, float], None] | None = None,
+    ) -> None:
         self.runner = runner
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s

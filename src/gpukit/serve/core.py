@@ -42,6 +42,10 @@ class Core:
     draining: bool = False
     load_error: str | None = None
     in_flight: int = 0
+    admitted: int = 0  # requests let in (each one is answered, also through a drain)
+    answered: int = 0
+    answered_ok: int = 0
+    cancelled: int = 0
     api_key: str | None = None
     pool: ThreadPoolExecutor = field(init=False)
 
@@ -69,8 +73,11 @@ class Core:
         if self.draining:
             raise RequestRejected(503, "draining", "the server is shutting down; retry on another replica")
         if not self.ready:
-            raise RequestRejected(503, "loading", "the model is still loading" if not self.load_error else
-                                  f"the model failed to load: {self.load_error}")  # fmt: skip
+            raise RequestRejected(
+                503,
+                "loading",
+                "the model is still loading" if not self.load_error else f"the model failed to load: {self.load_error}",
+            )
         if self.in_flight >= self.config.queue_size:
             raise RequestRejected(503, "overloaded", f"{self.in_flight} requests in flight; retry shortly")
 

@@ -64,7 +64,9 @@ def decode_bytes(data: bytes, size: int, max_pixels: int) -> np.ndarray:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             im = Image.open(io.BytesIO(data), formats=[fmt])
-    except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise RequestRejected(413, "too_many_pixels", f"{fmt} is too large to decode: {exc}") from None
+    except UnidentifiedImageError as exc:
         raise RequestRejected(400, "corrupt", f"{fmt} header could not be read: {exc}") from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise RequestRejected(400, "corrupt", f"{fmt} header is corrupt: {exc}") from None
@@ -74,7 +76,9 @@ def decode_bytes(data: bytes, size: int, max_pixels: int) -> np.ndarray:
             raise RequestRejected(400, "corrupt", f"{fmt} has no pixels ({width}×{height})")
         if width * height > max_pixels:
             raise RequestRejected(
-                413, "too_many_pixels", f"{width}×{height} = {width * height:,} pixels is over the limit of {max_pixels:,}"
+                413,
+                "too_many_pixels",
+                f"{width}×{height} = {width * height:,} pixels is over the limit of {max_pixels:,}",
             )
         try:
             with warnings.catch_warnings():

@@ -21,16 +21,28 @@ from typing import Any
 
 from gpukit.errors import ConfigError
 
-__all__ = ["DeploySpec", "DeployResult", "manifests", "size_from_loadtests", "write_deploy"]
+__all__ = ["DeployResult", "DeploySpec", "manifests", "size_from_loadtests", "write_deploy"]
 
 PORT = 8000
 PRESTOP_S = 10  # time for the Service's endpoints to drop the pod before SIGTERM stops admissions
 CUDA_BASE = "nvidia/cuda:12.8.1-runtime-ubuntu24.04"
 # gpukit's runtime needs in the image: its core dependencies and the torch + serve extras (pyproject.toml).
-RUNTIME_PACKAGES = ("typer>=0.12,<1", "rich>=13,<16", "numpy>=1.26,<2.5", "nvidia-ml-py>=12.535,<14", "psutil>=5.9,<8",
-                    "matplotlib>=3.8,<4", "numba>=0.60,<0.70", "pillow>=10,<14", "torch>=2.4,<=2.14.1",
-                    "torchvision>=0.19,<=0.29.1", "safetensors>=0.4,<1", "fastapi>=0.110,<1",
-                    "uvicorn[standard]>=0.29,<1", "prometheus-client>=0.20,<1")  # fmt: skip
+RUNTIME_PACKAGES = (
+    "typer>=0.12,<1",
+    "rich>=13,<16",
+    "numpy>=1.26,<2.5",
+    "nvidia-ml-py>=12.535,<14",
+    "psutil>=5.9,<8",
+    "matplotlib>=3.8,<4",
+    "numba>=0.60,<0.70",
+    "pillow>=10,<14",
+    "torch>=2.4,<=2.14.1",
+    "torchvision>=0.19,<=0.29.1",
+    "safetensors>=0.4,<1",
+    "fastapi>=0.110,<1",
+    "uvicorn[standard]>=0.29,<1",
+    "prometheus-client>=0.20,<1",
+)
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
 
 
@@ -81,8 +93,9 @@ class DeployResult:
         return asdict(self)
 
 
-def size_from_loadtests(rows: Sequence[dict[str, Any]], target_rps: float, p99_ms: float,
-                        model: str | None = None) -> dict[str, Any]:  # fmt: skip
+def size_from_loadtests(
+    rows: Sequence[dict[str, Any]], target_rps: float, p99_ms: float, model: str | None = None
+) -> dict[str, Any]:
     """Replicas for ``target_rps`` from the best stored per-replica rate whose p99 met ``p99_ms`` (and no errors)."""
     fits = []
     for row in rows:
@@ -95,19 +108,31 @@ def size_from_loadtests(rows: Sequence[dict[str, Any]], target_rps: float, p99_m
             continue
         fits.append(row)
     if not fits:
-        raise ConfigError(f"no stored load test met p99 ≤ {p99_ms:g} ms without errors",
-                          hint="run `gpukit loadtest URL --save` against one replica first (lower --concurrency "
-                          "if p99 was too high), or raise --p99-ms")  # fmt: skip
+        raise ConfigError(
+            f"no stored load test met p99 ≤ {p99_ms:g} ms without errors",
+            hint="run `gpukit loadtest URL --save` against one replica first (lower --concurrency "
+            "if p99 was too high), or raise --p99-ms",
+        )
     best = max(fits, key=lambda r: float(r["ok_rps"]))
     per_replica = float(best["ok_rps"])
     need = max(1, math.ceil(target_rps / per_replica))
-    return {"target_rps": target_rps, "p99_ms": p99_ms, "per_replica_rps": per_replica, "loadtest_id": best.get("id"),
-            "loadtest_p99_ms": best["latency_ms"]["p99"], "min_replicas": need, "max_replicas": 2 * need}  # fmt: skip
+    return {
+        "target_rps": target_rps,
+        "p99_ms": p99_ms,
+        "per_replica_rps": per_replica,
+        "loadtest_id": best.get("id"),
+        "loadtest_p99_ms": best["latency_ms"]["p99"],
+        "min_replicas": need,
+        "max_replicas": 2 * need,
+    }
 
 
 def _labels(spec: DeploySpec) -> dict[str, str]:
-    return {"app.kubernetes.io/name": spec.name, "app.kubernetes.io/component": "inference",
-            "app.kubernetes.io/managed-by": "gpukit"}  # fmt: skip
+    return {
+        "app.kubernetes.io/name": spec.name,
+        "app.kubernetes.io/component": "inference",
+        "app.kubernetes.io/managed-by": "gpukit",
+    }
 
 
 def _meta(spec: DeploySpec, name: str | None = None) -> dict[str, Any]:
@@ -118,30 +143,60 @@ def _meta(spec: DeploySpec, name: str | None = None) -> dict[str, Any]:
 
 
 def _container(spec: DeploySpec) -> dict[str, Any]:
-    args = ["serve", "/model", "--host", "0.0.0.0", "--port", str(PORT), "--device", "cuda" if spec.gpus else "cpu",
-            "--workers", str(spec.workers), "--max-batch", str(spec.max_batch), "--timeout-s", f"{spec.timeout_s:g}",
-            "--quiet"]  # fmt: skip
+    args = [
+        "serve",
+        "/model",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(PORT),
+        "--device",
+        "cuda" if spec.gpus else "cpu",
+        "--workers",
+        str(spec.workers),
+        "--max-batch",
+        str(spec.max_batch),
+        "--timeout-s",
+        f"{spec.timeout_s:g}",
+        "--quiet",
+    ]
     limits: dict[str, str] = {"cpu": spec.cpu, "memory": spec.memory}
     if spec.gpus:
         limits["nvidia.com/gpu"] = str(spec.gpus)
     probe = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 2}
     return {
-        "name": "server", "image": spec.image, "imagePullPolicy": "IfNotPresent", "args": args,
+        "name": "server",
+        "image": spec.image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": args,
         "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "TMPDIR", "value": "/tmp"}],
         "resources": {"requests": {"cpu": spec.cpu, "memory": spec.memory}, "limits": limits},
         # startup: up to 5 minutes to load and warm the model before liveness counts
-        "startupProbe": {**probe, "httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 5,
-                         "failureThreshold": 60},
-        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 2, "timeoutSeconds": 2,
-                           "failureThreshold": 1},
+        "startupProbe": {
+            **probe,
+            "httpGet": {"path": "/readyz", "port": "http"},
+            "periodSeconds": 5,
+            "failureThreshold": 60,
+        },
+        "readinessProbe": {
+            "httpGet": {"path": "/readyz", "port": "http"},
+            "periodSeconds": 2,
+            "timeoutSeconds": 2,
+            "failureThreshold": 1,
+        },
         "livenessProbe": {**probe, "failureThreshold": 3},
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRESTOP_S)]}}},
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001,
-                            "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 10001,
+            "runAsGroup": 10001,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, {"name": "dshm", "mountPath": "/dev/shm"}],
-    }  # fmt: skip
+    }
 
 
 def manifests(spec: DeploySpec) -> dict[str, dict[str, Any]]:
@@ -150,50 +205,107 @@ def manifests(spec: DeploySpec) -> dict[str, dict[str, Any]]:
     grace = PRESTOP_S + math.ceil(spec.timeout_s) + 15  # preStop, then the longest admitted request, then margin
     pod_spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": grace,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "fsGroup": 10001,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 10001,
+            "fsGroup": 10001,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "containers": [_container(spec)],
-        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
-                    {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}],
-    }  # fmt: skip
+        "volumes": [
+            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}},
+        ],
+    }
     if spec.gpus:
         pod_spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(spec),
-        "spec": {"replicas": spec.min_replicas, "selector": {"matchLabels": selector},
-                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-                 "template": {"metadata": {"labels": _labels(spec), "annotations": {
-                     "prometheus.io/scrape": "true", "prometheus.io/port": str(PORT), "prometheus.io/path": "/metrics"}},
-                     "spec": pod_spec}},
-    }  # fmt: skip
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(spec),
+        "spec": {
+            "replicas": spec.min_replicas,
+            "selector": {"matchLabels": selector},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {
+                "metadata": {
+                    "labels": _labels(spec),
+                    "annotations": {
+                        "prometheus.io/scrape": "true",
+                        "prometheus.io/port": str(PORT),
+                        "prometheus.io/path": "/metrics",
+                    },
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
     service = {
-        "apiVersion": "v1", "kind": "Service", "metadata": _meta(spec),
-        "spec": {"type": "ClusterIP", "selector": selector,
-                 "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]},
-    }  # fmt: skip
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(spec),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector,
+            "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
     hpa = {
-        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": _meta(spec),
-        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": spec.name},
-                 "minReplicas": spec.min_replicas, "maxReplicas": spec.max_replicas,
-                 "metrics": [{"type": "Pods", "pods": {"metric": {"name": "gpukit_queue_depth"},
-                              "target": {"type": "AverageValue", "averageValue": str(spec.target_queue)}}}],
-                 "behavior": {"scaleUp": {"stabilizationWindowSeconds": 0},
-                              "scaleDown": {"stabilizationWindowSeconds": 300}}},
-    }  # fmt: skip
-    return {"deployment.yaml": deployment, "service.yaml": service, "hpa.yaml": hpa,
-            "keda/scaledobject.yaml": scaled_object(spec)}  # fmt: skip
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _meta(spec),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": spec.name},
+            "minReplicas": spec.min_replicas,
+            "maxReplicas": spec.max_replicas,
+            "metrics": [
+                {
+                    "type": "Pods",
+                    "pods": {
+                        "metric": {"name": "gpukit_queue_depth"},
+                        "target": {"type": "AverageValue", "averageValue": str(spec.target_queue)},
+                    },
+                }
+            ],
+            "behavior": {
+                "scaleUp": {"stabilizationWindowSeconds": 0},
+                "scaleDown": {"stabilizationWindowSeconds": 300},
+            },
+        },
+    }
+    return {
+        "deployment.yaml": deployment,
+        "service.yaml": service,
+        "hpa.yaml": hpa,
+        "keda/scaledobject.yaml": scaled_object(spec),
+    }
 
 
 def scaled_object(spec: DeploySpec) -> dict[str, Any]:
     ns = spec.namespace or "default"
     query = f'sum(gpukit_queue_depth{{namespace="{ns}",pod=~"{spec.name}-.*"}})'
     return {
-        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": _meta(spec),
-        "spec": {"scaleTargetRef": {"name": spec.name}, "minReplicaCount": spec.min_replicas,
-                 "maxReplicaCount": spec.max_replicas, "pollingInterval": 5, "cooldownPeriod": 300,
-                 "triggers": [{"type": "prometheus", "metadata": {"serverAddress": spec.prometheus_url,
-                               "query": query, "threshold": str(spec.target_queue)}}]},
-    }  # fmt: skip
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": _meta(spec),
+        "spec": {
+            "scaleTargetRef": {"name": spec.name},
+            "minReplicaCount": spec.min_replicas,
+            "maxReplicaCount": spec.max_replicas,
+            "pollingInterval": 5,
+            "cooldownPeriod": 300,
+            "triggers": [
+                {
+                    "type": "prometheus",
+                    "metadata": {
+                        "serverAddress": spec.prometheus_url,
+                        "query": query,
+                        "threshold": str(spec.target_queue),
+                    },
+                }
+            ],
+        },
+    }
 
 
 def dockerfile(spec: DeploySpec) -> str:
@@ -216,9 +328,15 @@ CMD ["serve", "/model", "--host", "0.0.0.0", "--port", "{PORT}", "--device", "cu
 
 def readme(spec: DeploySpec, sizing: dict[str, Any] | None) -> str:
     ns = f" -n {spec.namespace}" if spec.namespace else ""
-    size = (f"\nReplicas {spec.min_replicas}–{spec.max_replicas} were sized for {sizing['target_rps']:g} req/s from "
+    size = (
+        (
+            f"\nReplicas {spec.min_replicas}–{spec.max_replicas} were sized for {sizing['target_rps']:g} req/s from "
             f"load test {sizing['loadtest_id']} ({sizing['per_replica_rps']:,.0f} req/s per replica at p99 "
-            f"{sizing['loadtest_p99_ms']:.1f} ms ≤ {sizing['p99_ms']:g} ms).\n") if sizing else ""  # fmt: skip
+            f"{sizing['loadtest_p99_ms']:.1f} ms ≤ {sizing['p99_ms']:g} ms).\n"
+        )
+        if sizing
+        else ""
+    )
     return f"""# {spec.name} on Kubernetes
 
 Written by `gpukit deploy k8s`. The image holds the model (`model/`) and gpukit (`gpukit/`); nothing is downloaded

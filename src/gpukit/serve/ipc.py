@@ -79,8 +79,14 @@ def serve_pipe(conn: Connection, batcher: Batcher, shape: tuple[int, int, int]) 
     nbytes = int(np.prod(shape))
 
     def reply(rid: int, status: int, outcome: Outcome | None, tail: bytes) -> None:
-        head = _REP.pack(rid, status, outcome.queue_s if outcome else 0.0, outcome.infer_s if outcome else 0.0,
-                         outcome.batch_size if outcome else 0, batcher.depth)  # fmt: skip
+        head = _REP.pack(
+            rid,
+            status,
+            outcome.queue_s if outcome else 0.0,
+            outcome.infer_s if outcome else 0.0,
+            outcome.batch_size if outcome else 0,
+            batcher.depth,
+        )
         try:
             with lock:
                 conn.send_bytes(head + tail)

@@ -23,8 +23,13 @@ from gpukit.errors import ConfigError
 
 __all__ = ["LoadResult", "LoadSpec", "build_request", "check_target", "run_loadtest"]
 
-_SUFFIXES = {".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png", ".gif": "image/gif",
-             ".webp": "image/webp"}  # fmt: skip
+_SUFFIXES = {
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".png": "image/png",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
 SATURATED_CPU = 0.85  # a generator process above this share of one core may be the bottleneck
 
 
@@ -99,8 +104,10 @@ def check_target(url: str, allow_hosts: tuple[str, ...]) -> tuple[str, int, str]
     except ValueError:
         loopback = False
     if not loopback and host not in allow_hosts:
-        raise ConfigError(f"{host} is not a loopback address; gpukit loadtest sends load only where you say",
-                          hint=f"add --allow-host {host} if this is your server")  # fmt: skip
+        raise ConfigError(
+            f"{host} is not a loopback address; gpukit loadtest sends load only where you say",
+            hint=f"add --allow-host {host} if this is your server",
+        )
     path = parts.path if parts.path not in ("", "/") else "/v1/predict"
     if parts.query:
         path += "?" + parts.query
@@ -114,8 +121,14 @@ def build_request(host: str, port: int, path: str, image: Path, api_key: str | N
         body, content_type = data, kind
     else:
         boundary = uuid.uuid4().hex
-        body = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{image.name}"\r\n'
-                f"Content-Type: {kind}\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()  # fmt: skip
+        body = (
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{image.name}"\r\n'
+                f"Content-Type: {kind}\r\n\r\n"
+            ).encode()
+            + data
+            + f"\r\n--{boundary}--\r\n".encode()
+        )
         content_type = f"multipart/form-data; boundary={boundary}"
     head = f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {content_type}\r\n"
     head += f"Content-Length: {len(body)}\r\n"
@@ -168,8 +181,10 @@ def run_loadtest(spec: LoadSpec) -> LoadResult:
     rates = _split(spec.rate, procs) if spec.rate else [None] * procs
     caps = [spec.max_requests // procs + (1 if i < spec.max_requests % procs else 0) for i in range(procs)]
     start_at = time.time() + 0.5 + 0.15 * procs  # every process starts its clock together
-    works = [Work(host, port, requests, c, spec.duration_s, spec.warmup_s, r, m, spec.timeout_s, start_at)
-             for c, r, m in zip(conns, rates, caps, strict=True)]  # fmt: skip
+    works = [
+        Work(host, port, requests, c, spec.duration_s, spec.warmup_s, r, m, spec.timeout_s, start_at)
+        for c, r, m in zip(conns, rates, caps, strict=True)
+    ]
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if procs == 1:
         results = [run_process(works[0])]
@@ -180,22 +195,36 @@ def run_loadtest(spec: LoadSpec) -> LoadResult:
     statuses: dict[str, int] = {}
     timing: dict[str, float] = {}
     for r in results:
-        for k, v in r.statuses.items():
-            statuses[str(k)] = statuses.get(str(k), 0) + v
-        for k, v in r.timing_ms.items():
-            timing[k] = timing.get(k, 0.0) + v
+        for code, count in r.statuses.items():
+            statuses[str(code)] = statuses.get(str(code), 0) + count
+        for stage, ms in r.timing_ms.items():
+            timing[stage] = timing.get(stage, 0.0) + ms
     measured = max(r.measured_s for r in results)
     n = len(lat)
     pct = {f"p{q}": (float(np.percentile(lat, q)) if n else None) for q in (50, 90, 99)}
     pct |= {"max": float(lat.max()) if n else None, "mean": float(lat.mean()) if n else None}
     cpu_share = [r.cpu_s / r.wall_s if r.wall_s else 0.0 for r in results]
     return LoadResult(
-        url=spec.url, mode="open" if spec.rate else "closed", concurrency=spec.concurrency, rate=spec.rate,
-        processes=procs, duration_s=measured, images=len(spec.images), requests=n,
-        sent=sum(r.sent for r in results), missed=sum(r.missed for r in results), throughput_rps=n / measured,
-        ok_rps=statuses.get("200", 0) / measured, latency_ms=pct, statuses=dict(sorted(statuses.items())),
-        server_timing_ms=timing, server_timing_mean_ms={k: v / n for k, v in timing.items()} if n else {},
-        generator_cpu_s=sum(r.cpu_s for r in results), generator_cpu_per_process=cpu_share,
+        url=spec.url,
+        mode="open" if spec.rate else "closed",
+        concurrency=spec.concurrency,
+        rate=spec.rate,
+        processes=procs,
+        duration_s=measured,
+        images=len(spec.images),
+        requests=n,
+        sent=sum(r.sent for r in results),
+        missed=sum(r.missed for r in results),
+        throughput_rps=n / measured,
+        ok_rps=statuses.get("200", 0) / measured,
+        latency_ms=pct,
+        statuses=dict(sorted(statuses.items())),
+        server_timing_ms=timing,
+        server_timing_mean_ms={k: v / n for k, v in timing.items()} if n else {},
+        generator_cpu_s=sum(r.cpu_s for r in results),
+        generator_cpu_per_process=cpu_share,
         generator_saturated=any(s > SATURATED_CPU for s in cpu_share),
-        errors=[e for r in results for e in r.errors][:5], model=_model_of(host, port), started_at=started,
-    )  # fmt: skip
+        errors=[e for r in results for e in r.errors][:5],
+        model=_model_of(host, port),
+        started_at=started,
+    )

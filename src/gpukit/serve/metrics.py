@@ -33,20 +33,37 @@ class Metrics:
         self.multiprocess = multiprocess or bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
         self.registry: Any = None if self.multiprocess else CollectorRegistry()
         reg = self.registry
-        self.requests = Counter("gpukit_requests", "HTTP requests by route and status", ["route", "status"],
-                                registry=reg)  # fmt: skip
-        self.latency = Histogram("gpukit_request_duration_seconds", "Time from request start to response, by route",
-                                 ["route"], buckets=_LATENCY, registry=reg)  # fmt: skip
-        self.stage = Histogram("gpukit_stage_duration_seconds", "Time per stage of a prediction (read, decode, "
-                               "queue, infer, encode)", ["stage"], buckets=_LATENCY, registry=reg)  # fmt: skip
+        self.requests = Counter(
+            "gpukit_requests", "HTTP requests by route and status", ["route", "status"], registry=reg
+        )
+        self.latency = Histogram(
+            "gpukit_request_duration_seconds",
+            "Time from request start to response, by route",
+            ["route"],
+            buckets=_LATENCY,
+            registry=reg,
+        )
+        self.stage = Histogram(
+            "gpukit_stage_duration_seconds",
+            "Time per stage of a prediction (read, decode, queue, infer, encode)",
+            ["stage"],
+            buckets=_LATENCY,
+            registry=reg,
+        )
         self.batch = Histogram("gpukit_batch_size", "Images per forward pass", buckets=_BATCH, registry=reg)
         self.images = Counter("gpukit_images", "Images run through the model", registry=reg)
-        self.queue_depth = Gauge("gpukit_queue_depth", "Requests waiting for the model", registry=reg,
-                                 multiprocess_mode="livemax")  # fmt: skip
-        self.in_flight = Gauge("gpukit_in_flight", "Requests admitted and not yet answered", registry=reg,
-                               multiprocess_mode="livesum")  # fmt: skip
-        self.gpu_memory = Gauge("gpukit_gpu_memory_bytes", "GPU memory allocated by the model process", registry=reg,
-                                multiprocess_mode="livemax")  # fmt: skip
+        self.queue_depth = Gauge(
+            "gpukit_queue_depth", "Requests waiting for the model", registry=reg, multiprocess_mode="livemax"
+        )
+        self.in_flight = Gauge(
+            "gpukit_in_flight", "Requests admitted and not yet answered", registry=reg, multiprocess_mode="livesum"
+        )
+        self.gpu_memory = Gauge(
+            "gpukit_gpu_memory_bytes",
+            "GPU memory allocated by the model process",
+            registry=reg,
+            multiprocess_mode="livemax",
+        )
         self._counters: dict[tuple[str, int], Any] = {}
         self._latencies: dict[str, Any] = {}
         self._stages = {name: self.stage.labels(name) for name in STAGES}

@@ -37,8 +37,9 @@ def model_info(path: Path) -> ModelInfo:
 
     meta = read_meta(path)
     try:
-        return ModelInfo(str(meta["model"]), tuple(meta["classes"]), int(meta["image_size"]),
-                         str(resolve_checkpoint(path)))  # fmt: skip
+        return ModelInfo(
+            str(meta["model"]), tuple(meta["classes"]), int(meta["image_size"]), str(resolve_checkpoint(path))
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{path} lacks {exc}", hint="give a checkpoint written by `gpukit train`") from exc
 
@@ -61,8 +62,9 @@ def _buckets(max_batch: int) -> list[int]:
 class ModelRunner:
     """``runner(batch)``: uint8 (B,3,S,S) numpy → float32 (B, classes) probabilities numpy. One caller at a time."""
 
-    def __init__(self, path: Path, device: str = "auto", max_batch: int = 64, amp: str = "off",
-                 cuda_graphs: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self, path: Path, device: str = "auto", max_batch: int = 64, amp: str = "off", cuda_graphs: bool = True
+    ) -> None:
         import torch
 
         from gpukit.train.distributed import resolve_device

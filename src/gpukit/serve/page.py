@@ -55,12 +55,16 @@ async function send(file) {
     const r = await fetch("v1/predict", { method: "POST", body: form, headers });
     $("timing").textContent = r.headers.get("Server-Timing") || "";
     const body = await r.json();
-    if (!r.ok) { $("label").textContent = ""; $("error").textContent = `${r.status}: ${body.detail || body.error}`; return; }
+    if (!r.ok) {
+      $("label").textContent = ""; $("error").textContent = `${r.status}: ${body.detail || body.error}`; return;
+    }
     show(body);
   } catch (e) { $("label").textContent = ""; $("error").textContent = String(e); }
 }
 $("file").addEventListener("change", () => { if ($("file").files.length) send($("file").files[0]); });
 $("drop").addEventListener("dragover", (e) => e.preventDefault());
-$("drop").addEventListener("drop", (e) => { e.preventDefault(); if (e.dataTransfer.files.length) send(e.dataTransfer.files[0]); });
+$("drop").addEventListener("drop", (e) => {
+  e.preventDefault(); if (e.dataTransfer.files.length) send(e.dataTransfer.files[0]);
+});
 </script></body></html>
 """

@@ -47,6 +47,11 @@ async def read_body(chunks: AsyncIterator[bytes], content_length: str | None, li
     async for chunk in chunks:
         size += len(chunk)
         if size > limit:  # checked per chunk: an oversize body is never held whole
+            parts.clear()
+            async for rest in chunks:  # read a modest overrun to its end (discarded), so the client gets the 413
+                size += len(rest)  # instead of a reset connection; past 4× the limit, stop reading at once
+                if size > 4 * limit:
+                    break
             raise RequestRejected(413, "too_large", f"body is over the limit of {limit} bytes")
         parts.append(chunk)
     return b"".join(parts)

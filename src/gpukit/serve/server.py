@@ -23,7 +23,7 @@ from typing import Any
 from gpukit.errors import ConfigError, ServeError
 from gpukit.serve.config import ServeConfig
 
-__all__ = ["Started", "Tick", "listen_socket", "run"]
+__all__ = ["Started", "Stopped", "Tick", "listen_socket", "run"]
 
 
 @dataclass
@@ -39,6 +39,16 @@ class Started:
     queue_size: int
     api_key: str  # "on (GPUKIT_KEY)", "off", or "missing: …"
     warmup_s: float
+
+
+@dataclass
+class Stopped:
+    """How the server ended: in one process, the requests admitted and answered (equal after a clean drain)."""
+
+    admitted: int | None
+    answered: int | None
+    answered_ok: int | None
+    cancelled: int | None
 
 
 @dataclass
@@ -74,9 +84,20 @@ def uvicorn_server(app: Any, config: ServeConfig, on_exit: Callable[[], None]) -
         def handle_exit(self, sig: int, frame: Any) -> None:
             on_exit()  # readyz → 503 and new requests → 503 first; uvicorn then waits for the admitted ones
             super().handle_exit(sig, frame)
+            captured = getattr(self, "_captured_signals", None)
+            if isinstance(captured, list) and sig in captured:
+                captured.remove(sig)  # a clean drain exits 0 (uvicorn would re-raise the signal after it)
 
-    cfg = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False, loop="auto", http="auto",
-                         timeout_graceful_shutdown=int(config.timeout_s) + 5, timeout_keep_alive=30)  # fmt: skip
+    cfg = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        loop="auto",
+        http="auto",
+        timeout_graceful_shutdown=int(config.timeout_s) + 5,
+        timeout_keep_alive=30,
+    )
     return DrainingServer(cfg)
 
 
@@ -84,18 +105,21 @@ def _api_key_state(config: ServeConfig) -> str:
     if not config.api_key_env:
         return "off"
     if not os.environ.get(config.api_key_env):
-        raise ConfigError(f"--api-key-env {config.api_key_env}: that environment variable is empty or unset",
-                          hint=f"export {config.api_key_env}=<a long random key>, or leave --api-key-env out")  # fmt: skip
+        raise ConfigError(
+            f"--api-key-env {config.api_key_env}: that environment variable is empty or unset",
+            hint=f"export {config.api_key_env}=<a long random key>, or leave --api-key-env out",
+        )
     return f"on (from ${config.api_key_env})"
 
 
-def run(config: ServeConfig, on_started: Callable[[Started], None], on_tick: Callable[[Tick], None] | None) -> None:
+def run(config: ServeConfig, on_started: Callable[[Started], None], on_tick: Callable[[Tick], None] | None) -> Stopped:
+    """Serve until SIGTERM/SIGINT, then drain; returns how it ended."""
     config.validate()
     key_state = _api_key_state(config)
     if config.workers == 1:
-        _run_one(config, key_state, on_started, on_tick)
-    else:
-        _run_many(config, key_state, on_started, on_tick)
+        return _run_one(config, key_state, on_started, on_tick)
+    _run_many(config, key_state, on_started, on_tick)
+    return Stopped(None, None, None, None)  # the counts live in the workers; /metrics had them
 
 
 def _ticker(stats_of: Callable[[], tuple[Any, int]], on_tick: Callable[[Tick], None] | None) -> threading.Event:
@@ -123,8 +147,9 @@ def _url(config: ServeConfig, sock: socket.socket) -> str:
     return f"http://{host}:{port}"
 
 
-def _run_one(config: ServeConfig, key_state: str, on_started: Callable[[Started], None],
-             on_tick: Callable[[Tick], None] | None) -> None:  # fmt: skip
+def _run_one(
+    config: ServeConfig, key_state: str, on_started: Callable[[Started], None], on_tick: Callable[[Tick], None] | None
+) -> Stopped:
     from gpukit.serve.app import create_app
     from gpukit.serve.batcher import BatchStats
 
@@ -138,13 +163,30 @@ def _run_one(config: ServeConfig, key_state: str, on_started: Callable[[Started]
             time.sleep(0.05)
         if core.load_error is None:
             runner = core.runner
-            on_started(Started(_url(config, sock), runner.info.model, runner.device, runner.info.classes,
-                               runner.info.image_size, 1, config.max_batch, config.max_wait_ms, config.queue_size,
-                               key_state, runner.warmup_s))  # fmt: skip
+            on_started(
+                Started(
+                    _url(config, sock),
+                    runner.info.model,
+                    runner.device,
+                    runner.info.classes,
+                    runner.info.image_size,
+                    1,
+                    config.max_batch,
+                    config.max_wait_ms,
+                    config.queue_size,
+                    key_state,
+                    runner.warmup_s,
+                )
+            )
 
     threading.Thread(target=announce, daemon=True).start()
-    stop = _ticker(lambda: (core.submitter.stats if core.submitter else BatchStats(),
-                            core.submitter.depth if core.submitter else 0), on_tick)  # fmt: skip
+    stop = _ticker(
+        lambda: (
+            core.submitter.stats if core.submitter else BatchStats(),
+            core.submitter.depth if core.submitter else 0,
+        ),
+        on_tick,
+    )
     try:
         server.run(sockets=[sock])
     finally:
@@ -152,10 +194,12 @@ def _run_one(config: ServeConfig, key_state: str, on_started: Callable[[Started]
         sock.close()
     if core.load_error:
         raise ServeError(f"the model could not be loaded: {core.load_error}")
+    return Stopped(core.admitted, core.answered, core.answered_ok, core.cancelled)
 
 
-def _run_many(config: ServeConfig, key_state: str, on_started: Callable[[Started], None],
-              on_tick: Callable[[Tick], None] | None) -> None:  # fmt: skip
+def _run_many(
+    config: ServeConfig, key_state: str, on_started: Callable[[Started], None], on_tick: Callable[[Tick], None] | None
+) -> None:
     import multiprocessing as mp
 
     metrics_dir = tempfile.mkdtemp(prefix="gpukit-metrics-")
@@ -171,8 +215,13 @@ def _run_many(config: ServeConfig, key_state: str, on_started: Callable[[Started
 
         runner = ModelRunner(config.model, config.device, config.max_batch, config.amp, config.cuda_graphs)
         metrics = Metrics(multiprocess=True)
-        batcher = Batcher(runner, config.max_batch, config.max_wait_s, config.queue_size,
-                          lambda n, s: metrics.observe_batch(n, runner.gpu_memory_bytes(), batcher.depth))  # fmt: skip
+        batcher = Batcher(
+            runner,
+            config.max_batch,
+            config.max_wait_s,
+            config.queue_size,
+            lambda n, s: metrics.observe_batch(n, runner.gpu_memory_bytes(), batcher.depth),
+        )
         batcher.start()
         shape = (3, runner.info.image_size, runner.info.image_size)
         ctx = mp.get_context("spawn")
@@ -191,9 +240,21 @@ def _run_many(config: ServeConfig, key_state: str, on_started: Callable[[Started
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         _wait_listening(config, procs)
-        on_started(Started(f"http://{config.host}:{config.port}", runner.info.model, runner.device,
-                           runner.info.classes, runner.info.image_size, config.workers, config.max_batch,
-                           config.max_wait_ms, config.queue_size, key_state, runner.warmup_s))  # fmt: skip
+        on_started(
+            Started(
+                f"http://{config.host}:{config.port}",
+                runner.info.model,
+                runner.device,
+                runner.info.classes,
+                runner.info.image_size,
+                config.workers,
+                config.max_batch,
+                config.max_wait_ms,
+                config.queue_size,
+                key_state,
+                runner.warmup_s,
+            )
+        )
         stop_ticks = _ticker(lambda: (batcher.stats, batcher.depth), on_tick)
         while not stopping.wait(0.2):
             dead = [p for p in procs if not p.is_alive()]
