@@ -66,8 +66,9 @@ def start_server(model: Path, *args: str, env: dict[str, str] | None = None, tim
     return server
 
 
-def request(url: str, data: bytes | None = None, headers: dict[str, str] | None = None,
-            method: str | None = None) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
+def request(
+    url: str, data: bytes | None = None, headers: dict[str, str] | None = None, method: str | None = None
+) -> tuple[int, dict[str, str], bytes]:
     req = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
@@ -81,13 +82,20 @@ def multipart(files: list[tuple[str, str, bytes, str]]) -> tuple[bytes, str]:
     boundary = "gpukitTestBoundary7"
     body = b""
     for name, filename, data, kind in files:
-        body += (f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
-                 f"Content-Type: {kind}\r\n\r\n").encode() + data + b"\r\n"  # fmt: skip
+        body += (
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
+                f"Content-Type: {kind}\r\n\r\n"
+            ).encode()
+            + data
+            + b"\r\n"
+        )
     return body + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
 
 
-def post_image(url: str, data: bytes, filename: str = "x.jpg", kind: str = "image/jpeg",
-               headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
+def post_image(
+    url: str, data: bytes, filename: str = "x.jpg", kind: str = "image/jpeg", headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
     body, content_type = multipart([("file", filename, data, kind)])
     return request(url + "/v1/predict", body, {"Content-Type": content_type, **(headers or {})})
 

@@ -54,10 +54,24 @@ def test_upload_page_shows_the_label_in_headless_chromium(tmp_path):
     picture.write_bytes(image_bytes("PNG", size=(64, 64)))
     srv = start_server(model, "--quiet")
     profile = tmp_path / "profile"
-    browser = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                                "--remote-debugging-port=0", f"--user-data-dir={profile}", "--window-size=900,700",
-                                "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    browser = subprocess.Popen(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--remote-debugging-port=0",
+            f"--user-data-dir={profile}",
+            "--window-size=900,700",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         port_file = profile / "DevToolsActivePort"
         for _ in range(300):

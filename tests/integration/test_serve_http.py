@@ -4,20 +4,18 @@ metrics and Server-Timing add up."""
 
 from __future__ import annotations
 
-import io
 import json
 import struct
 import zlib
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("torch")
 
-from serve_harness import metric, multipart, post_image, request, start_server  # noqa: E402
-from serve_testdata import CLASSES, image_bytes, make_checkpoint  # noqa: E402
+from serve_harness import metric, multipart, post_image, request, start_server
+from serve_testdata import CLASSES, image_bytes, make_checkpoint
 
 KEY = "s3cret-key-for-tests"
 AUTH = {"X-API-Key": KEY}
@@ -30,19 +28,31 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(model: Path):
-    srv = start_server(model, "--max-body-mb", "1", "--max-pixels", "4000000", "--api-key-env", "GPUKIT_TEST_KEY",
-                       "--quiet", env={"GPUKIT_TEST_KEY": KEY})  # fmt: skip
+    srv = start_server(
+        model,
+        "--max-body-mb",
+        "1",
+        "--max-pixels",
+        "4000000",
+        "--api-key-env",
+        "GPUKIT_TEST_KEY",
+        "--quiet",
+        env={"GPUKIT_TEST_KEY": KEY},
+    )
     yield srv
     assert srv.stop() == 0
 
 
 def _png_with_size(width: int, height: int) -> bytes:
     """A valid PNG header claiming ``width``×``height`` (a decompression bomb's shape) with a tiny IDAT."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     ihdr = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)  # 1-bit grayscale
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b"")
+    )
 
 
 def _ok(server, data: bytes = b"", **kw) -> dict:
@@ -70,7 +80,9 @@ def test_predictions_equal_gpukit_predict(server, model, tmp_path, run_cli):
             assert got["scores"][name] == pytest.approx(want["scores"][name], abs=1e-6)
     # raw bytes and the batch route give the same answers
     status, _, body = request(server.url + "/v1/predict", files[1].read_bytes(), {"Content-Type": "image/png", **AUTH})
-    assert status == 200 and json.loads(body)["probability"] == pytest.approx(expected["img1.png"]["probability"], abs=1e-6)
+    assert status == 200 and json.loads(body)["probability"] == pytest.approx(
+        expected["img1.png"]["probability"], abs=1e-6
+    )
     form, ctype = multipart([("files", p.name, p.read_bytes(), "image/jpeg") for p in files])
     status, _, body = request(server.url + "/v1/predict/batch", form, {"Content-Type": ctype, **AUTH})
     assert status == 200
@@ -98,7 +110,7 @@ def _hostile_cases() -> list[tuple[str, bytes, str, str, int, str]]:
 
 @pytest.mark.parametrize("case", _hostile_cases(), ids=lambda c: c[0])
 def test_hostile_bodies_get_their_4xx_and_the_server_stays_healthy(server, case):
-    name, data, filename, kind, want_status, want_code = case
+    _name, data, filename, kind, want_status, want_code = case
     status, headers, body = post_image(server.url, data, filename=filename, kind=kind, headers=AUTH)
     assert status == want_status, body
     doc = json.loads(body)
@@ -130,13 +142,16 @@ def _raw_exchange(url: str, head: bytes, body_chunks: list[bytes]) -> bytes:
 def test_oversize_is_refused_while_reading(server):
     host = f"Host: x\r\nX-API-Key: {KEY}\r\nContent-Type: image/jpeg\r\n"
     # a declared length over the limit: 413 before a byte of the body is sent
-    reply = _raw_exchange(server.url, f"POST /v1/predict HTTP/1.1\r\n{host}Content-Length: 5000000\r\n\r\n".encode(), [])
+    reply = _raw_exchange(
+        server.url, f"POST /v1/predict HTTP/1.1\r\n{host}Content-Length: 5000000\r\n\r\n".encode(), []
+    )
     assert reply.startswith(b"HTTP/1.1 413")
     # no declared length (chunked): refused once the running count passes the limit
     chunk = b"\0" * 65536
     chunked = [b"%x\r\n%s\r\n" % (len(chunk), chunk)] * 17 + [b"0\r\n\r\n"]  # 1.06 MiB > 1 MiB
-    reply = _raw_exchange(server.url, f"POST /v1/predict HTTP/1.1\r\n{host}Transfer-Encoding: chunked\r\n\r\n".encode(),
-                          chunked)  # fmt: skip
+    reply = _raw_exchange(
+        server.url, f"POST /v1/predict HTTP/1.1\r\n{host}Transfer-Encoding: chunked\r\n\r\n".encode(), chunked
+    )
     assert reply.startswith(b"HTTP/1.1 413")
     assert request(server.url + "/healthz")[0] == 200
     assert _ok(server)["label"] in CLASSES
@@ -144,9 +159,10 @@ def test_oversize_is_refused_while_reading(server):
 
 def test_wrong_content_types_and_forms(server):
     assert request(server.url + "/v1/predict", b"<html></html>", {"Content-Type": "text/html", **AUTH})[0] == 415
-    bad_form = b"--b\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nabc"  # no closing boundary
-    status, _, body = request(server.url + "/v1/predict", bad_form, {"Content-Type": "multipart/form-data; boundary=b",
-                                                                     **AUTH})  # fmt: skip
+    bad_form = b'--b\r\nContent-Disposition: form-data; name="file"\r\n\r\nabc'  # no closing boundary
+    status, _, body = request(
+        server.url + "/v1/predict", bad_form, {"Content-Type": "multipart/form-data; boundary=b", **AUTH}
+    )
     assert status == 400 and json.loads(body)["error"] == "bad_form"
     form, ctype = multipart([("other", "a.txt", b"hello", "text/plain")])
     assert request(server.url + "/v1/predict", form, {"Content-Type": ctype, **AUTH})[0] == 400
@@ -154,10 +170,18 @@ def test_wrong_content_types_and_forms(server):
 
 @pytest.mark.parametrize(
     ("fmt", "mode", "size"),
-    [("JPEG", "CMYK", (48, 40)), ("GIF", "P", (30, 30)), ("PNG", "L", (33, 21)), ("PNG", "RGBA", (40, 40)),
-     ("WEBP", "RGB", (50, 30)), ("PNG", "RGB", (1, 1)), ("JPEG", "RGB", (4000, 3)), ("PNG", "P", (20, 900))],
+    [
+        ("JPEG", "CMYK", (48, 40)),
+        ("GIF", "P", (30, 30)),
+        ("PNG", "L", (33, 21)),
+        ("PNG", "RGBA", (40, 40)),
+        ("WEBP", "RGB", (50, 30)),
+        ("PNG", "RGB", (1, 1)),
+        ("JPEG", "RGB", (4000, 3)),
+        ("PNG", "P", (20, 900)),
+    ],
     ids=["cmyk-jpeg", "palette-gif", "gray-png", "rgba-png", "webp", "1x1", "very-wide", "very-tall-palette"],
-)  # fmt: skip
+)
 def test_unusual_but_valid_images_get_200(server, fmt, mode, size):
     data = image_bytes(fmt, size=size, mode=mode)
     result = _ok(server, data, filename=f"x.{fmt.lower()}", kind=f"image/{fmt.lower()}")
@@ -200,12 +224,17 @@ def test_metrics_and_server_timing_add_up(server):
     assert metric(after, "gpukit_requests_total", ok) - metric(before, "gpukit_requests_total", ok) == n
     for s in stages:  # the histogram sums moved by exactly what the headers said
         moved = metric(after, "gpukit_stage_duration_seconds_sum", f'stage="{s}"') - metric(
-            before, "gpukit_stage_duration_seconds_sum", f'stage="{s}"')
+            before, "gpukit_stage_duration_seconds_sum", f'stage="{s}"'
+        )
         assert moved == pytest.approx(stages[s], abs=n * 2e-6)
     assert metric(after, "gpukit_batch_size_count") - metric(before, "gpukit_batch_size_count") == n
     assert metric(after, "gpukit_images_total") - metric(before, "gpukit_images_total") == n
-    for name in ("gpukit_queue_depth", "gpukit_in_flight", "gpukit_gpu_memory_bytes",
-                 "gpukit_request_duration_seconds_bucket"):
+    for name in (
+        "gpukit_queue_depth",
+        "gpukit_in_flight",
+        "gpukit_gpu_memory_bytes",
+        "gpukit_request_duration_seconds_bucket",
+    ):
         assert f"\n{name}" in after
 
 

@@ -16,8 +16,8 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("torch")
 
-from serve_harness import metric, post_image, request, start_server  # noqa: E402
-from serve_testdata import image_bytes, make_checkpoint  # noqa: E402
+from serve_harness import metric, post_image, request, start_server
+from serve_testdata import image_bytes, make_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +34,9 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_overload_gets_503_with_bounded_memory_and_deadline_gets_504(model, image):
     # a slow batcher (waits 150 ms to fill batches of 4) with room for 8 requests; deadline 0.1 s
-    srv = start_server(model, "--queue-size", "8", "--max-batch", "4", "--max-wait-ms", "150", "--timeout-s", "0.1",
-                       "--quiet")  # fmt: skip
+    srv = start_server(
+        model, "--queue-size", "8", "--max-batch", "4", "--max-wait-ms", "150", "--timeout-s", "0.1", "--quiet"
+    )
     try:
         status, headers, body = post_image(srv.url, image.read_bytes())  # alone: waits 150 ms for a batch, dies at 100
         assert status == 504 and json.loads(body)["error"] == "timeout"
@@ -43,15 +44,24 @@ def test_overload_gets_503_with_bounded_memory_and_deadline_gets_504(model, imag
         from gpukit.serve.loadtest import LoadSpec, run_loadtest
 
         rss0 = srv.rss_bytes()
-        spec = LoadSpec(url=srv.url + "/v1/predict", images=[image], concurrency=48, duration_s=3, warmup_s=0,
-                        processes=2, timeout_s=10)  # fmt: skip
+        spec = LoadSpec(
+            url=srv.url + "/v1/predict",
+            images=[image],
+            concurrency=48,
+            duration_s=3,
+            warmup_s=0,
+            processes=2,
+            timeout_s=10,
+        )
         result = run_loadtest(spec)
         rss1 = srv.rss_bytes()
         assert result.statuses.get("503", 0) > 0  # the queue bound answered at once
         assert set(result.statuses) <= {"503", "504", "200"}  # never a 5xx of another kind, never a dropped socket
         assert rss1 - rss0 < 150 * 2**20  # memory stays bounded under overload
         metrics = request(srv.url + "/metrics")[2].decode()
-        served = sum(metric(metrics, "gpukit_requests_total", f'route="/v1/predict",status="{c}"') for c in (200, 503, 504))
+        served = sum(
+            metric(metrics, "gpukit_requests_total", f'route="/v1/predict",status="{c}"') for c in (200, 503, 504)
+        )
         assert served == result.sent + 1  # the one 504 above, and every request the generator sent
         assert metric(metrics, "gpukit_in_flight") == 0
         status, headers, _ = post_image(srv.url, image.read_bytes())
@@ -91,22 +101,44 @@ def test_sigterm_during_load_loses_no_admitted_request(model, image):
         if srv.log and srv.log[-1].startswith("stopped:"):
             break
         time.sleep(0.1)
-    m = re.fullmatch(r"stopped: (\d+) requests admitted, (\d+) answered \((\d+) with 200\), (\d+) left by their "
-                     r"clients", srv.log[-1])  # fmt: skip
+    m = re.fullmatch(
+        r"stopped: (\d+) requests admitted, (\d+) answered \((\d+) with 200\), (\d+) left by their "
+        r"clients",
+        srv.log[-1],
+    )
     assert m, srv.log
     admitted, answered, ok, cancelled = map(int, m.groups())
     assert admitted == answered and cancelled == 0
     assert outcomes.count(200) == ok > 20  # every 200 the server gave reached its client, and load was real
-    assert set(outcomes) <= {200, 503, "URLError", "ConnectionRefusedError", "RemoteDisconnected",
-                             "ConnectionResetError"}  # fmt: skip
+    assert set(outcomes) <= {
+        200,
+        503,
+        "URLError",
+        "ConnectionRefusedError",
+        "RemoteDisconnected",
+        "ConnectionResetError",
+    }
 
 
 def test_loadtest_counts_match_the_metrics_of_a_several_process_server(model, image, run_cli):
     srv = start_server(model, "--workers", "2", "--quiet")
     try:
         before = request(srv.url + "/metrics")[2].decode()
-        res = run_cli("loadtest", srv.url + "/v1/predict", "--image", str(image), "--concurrency", "8",
-                      "--duration", "2", "--warmup", "0.5", "--processes", "2", "--json")  # fmt: skip
+        res = run_cli(
+            "loadtest",
+            srv.url + "/v1/predict",
+            "--image",
+            str(image),
+            "--concurrency",
+            "8",
+            "--duration",
+            "2",
+            "--warmup",
+            "0.5",
+            "--processes",
+            "2",
+            "--json",
+        )
         assert res.exit_code == 0, res.stderr
         doc = json.loads(res.stdout)
         after = request(srv.url + "/metrics")[2].decode()
