@@ -67,7 +67,8 @@ class ImageAPI(ls.LitAPI):
     def encode_response(self, output):
         row = output[0] if output and isinstance(output[0], list) else output
         best = (1 if row[1] >= 0.5 else 0) if len(row) == 2 else int(np.argmax(row))
-        return {"label": self.classes[best], "probability": row[best], "scores": dict(zip(self.classes, row, strict=True))}
+        scores = dict(zip(self.classes, row, strict=True))
+        return {"label": self.classes[best], "probability": row[best], "scores": scores}
 
 
 def main() -> None:
