@@ -421,7 +421,7 @@ def plot(results: dict, path: Path) -> None:
         title = "seed CNN, 64×64 JPEG" if model == "seed" else "ResNet-50, 224×224 JPEG"
         for ax, what in zip(
             axes[r],
-            ("throughput (req/s with 200)", "p99 latency (ms)", "load generator CPU (% of one core, all processes)"),
+            ("throughput (req/s with 200)", "p99 latency (ms)", "generator CPU (% of a core)"),
             strict=True,
         ):
             ax.set_xscale("log", base=2)
