@@ -51,6 +51,7 @@ def create_app(model: Path | str, config: ServeConfig | None = None) -> Any:
     The model loads (from safetensors) in a background thread when the app starts: /readyz says 503 until it has.
     """
     from gpukit.serve.batcher import Batcher
+    from gpukit.serve.decode import warm_decoder
     from gpukit.serve.model import ModelRunner
 
     config = (config or ServeConfig(model=Path(model))).validate()
@@ -60,6 +61,7 @@ def create_app(model: Path | str, config: ServeConfig | None = None) -> Any:
     def load() -> None:
         try:
             runner = ModelRunner(config.model, config.device, config.max_batch, config.amp, config.cuda_graphs)
+            warm_decoder(runner.info.image_size)
 
             def on_batch(size: int, seconds: float) -> None:
                 core.metrics.observe_batch(size, runner.gpu_memory_bytes(), batcher.depth)

@@ -57,7 +57,9 @@ class Core:
 
     @property
     def ready(self) -> bool:
-        return self.submitter is not None and self.info is not None and not self.draining
+        if self.submitter is None or self.info is None or self.draining:
+            return False
+        return not getattr(self.submitter, "closed", False)  # a worker whose model process has gone is not ready
 
     def check_key(self, headers: Any) -> None:
         if self.api_key is None:

@@ -1,21 +1,20 @@
 """Safe image decoding for the server: the format sniffed from the bytes and checked against an allow-list, the pixel
 count checked from the header before any pixel is decoded, and the same resize as `gpukit predict`.
 
-Pillow's own guard against decompression bombs is a warning up to 2× its limit; here the limit is checked on the
-header's width × height, so a 50,000 × 50,000 PNG of a few kilobytes is refused before it allocates anything.
+Pillow's own guard against decompression bombs is only a warning up to 2× its limit; here the limit is checked on
+the header's width × height, so a 50,000 × 50,000 PNG of a few kilobytes is refused before it allocates anything.
 Only the first frame of an animated GIF or WebP is used.
 """
 
 from __future__ import annotations
 
 import io
-import warnings
 
 import numpy as np
 
 from gpukit.serve.request import RequestRejected
 
-__all__ = ["ALLOWED_FORMATS", "decode_bytes", "sniff"]
+__all__ = ["ALLOWED_FORMATS", "decode_bytes", "sniff", "warm_decoder"]
 
 ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP")
 # Formats we recognise in order to name them when refusing (415); anything else unrecognised is "not an image" (422).
@@ -61,10 +60,10 @@ def decode_bytes(data: bytes, size: int, max_pixels: int) -> np.ndarray:
         raise RequestRejected(400, "empty", "the body is empty")
     fmt = sniff(data)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            im = Image.open(io.BytesIO(data), formats=[fmt])
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        # no warnings.catch_warnings here: it swaps process-wide filters and is not safe on the decode threads;
+        # the pixel limit below is checked by hand, and Pillow raises DecompressionBombError past 2× its own
+        im = Image.open(io.BytesIO(data), formats=[fmt])
+    except Image.DecompressionBombError as exc:
         raise RequestRejected(413, "too_many_pixels", f"{fmt} is too large to decode: {exc}") from None
     except UnidentifiedImageError as exc:
         raise RequestRejected(400, "corrupt", f"{fmt} header could not be read: {exc}") from None
@@ -81,10 +80,18 @@ def decode_bytes(data: bytes, size: int, max_pixels: int) -> np.ndarray:
                 f"{width}×{height} = {width * height:,} pixels is over the limit of {max_pixels:,}",
             )
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")  # a Pillow warning about this image (bomb, bad chunk) refuses it
-                im.draft("RGB", (size, size))  # as decode_image: JPEG decoders downscale by 1/2..1/8 first
-                rgb = im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
-        except (OSError, SyntaxError, ValueError, EOFError, Warning) as exc:
+            im.draft("RGB", (size, size))  # as decode_image: JPEG decoders downscale by 1/2..1/8 first
+            rgb = im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
+        except (OSError, SyntaxError, ValueError, EOFError) as exc:
             raise RequestRejected(400, "corrupt", f"{fmt} is truncated or corrupt: {exc}") from None
     return np.asarray(rgb, dtype=np.uint8).transpose(2, 0, 1).copy()
+
+
+def warm_decoder(size: int) -> None:
+    """Decode one small JPEG and PNG now, so the first request does not pay for Pillow's plugin imports (~100 ms)."""
+    from PIL import Image
+
+    for fmt in ("JPEG", "PNG"):
+        buf = io.BytesIO()
+        Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(buf, fmt)
+        decode_bytes(buf.getvalue(), size, 64 * 64)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from multiprocessing.connection import Connection
 
 from gpukit.serve.config import ServeConfig
+from gpukit.serve.decode import warm_decoder
 from gpukit.serve.model import ModelInfo
 
 __all__ = ["worker_main"]
@@ -20,6 +21,7 @@ def worker_main(config: ServeConfig, info: ModelInfo, conn: Connection, index: i
 
     core = Core(config, Metrics(multiprocess=True))
     core.info = info
+    warm_decoder(info.image_size)
     core.submitter = PipeClient(conn)
     sock = listen_socket(config.host, config.port, reuse_port=True)
     server = uvicorn_server(build_app(core), config, lambda: setattr(core, "draining", True))
