@@ -74,6 +74,8 @@ class ModelRunner:
         loaded = load_model(path, self.device)  # safetensors only, verified against its recorded hash
         self.info = ModelInfo(loaded.model, tuple(loaded.classes), loaded.image_size, str(loaded.source))
         self.net = loaded.net
+        for p in self.net.parameters():
+            p.requires_grad_(False)  # inference only; also keeps autocast from caching weight copies
         self.max_batch = max_batch
         self.cuda = self.device.startswith("cuda")
         self.amp = amp if self.cuda else "off"
@@ -102,7 +104,7 @@ class ModelRunner:
         if self.cuda and self.info.model.startswith("resnet"):
             x = x.contiguous(memory_format=torch.channels_last)
         if self.amp == "bf16":
-            with torch.autocast("cuda", dtype=torch.bfloat16):
+            with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):  # no cache: CUDA graphs
                 return probabilities(self.net(x))
         return probabilities(self.net(x))
 
@@ -122,10 +124,12 @@ class ModelRunner:
             torch.cuda.current_stream().wait_stream(side)
             if self.cuda_graphs:
                 try:
-                    for b in self.buckets:
+                    pool = None  # one memory pool for all sizes, captured largest first: they never run at once
+                    for b in sorted(self.buckets, reverse=True):
                         graph = torch.cuda.CUDAGraph()
-                        with torch.cuda.graph(graph):
+                        with torch.cuda.graph(graph, pool=pool):
                             out = self._forward(self.static_in[:b])
+                        pool = graph.pool()
                         self.graphs[b] = (graph, out)
                 except Exception:  # a model that cannot be captured runs eagerly on the warmed shapes
                     self.graphs.clear()

@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -213,6 +214,7 @@ def _run_many(
         from gpukit.serve.model import ModelRunner
         from gpukit.serve.worker import worker_main
 
+        sys.setswitchinterval(0.0005)  # many pipe threads and one batcher here: hand the GIL over sooner than 5 ms
         runner = ModelRunner(config.model, config.device, config.max_batch, config.amp, config.cuda_graphs)
         metrics = Metrics(multiprocess=True)
         batcher = Batcher(
