@@ -120,9 +120,28 @@ def test_sigterm_during_load_loses_no_admitted_request(model, image):
     }
 
 
-def test_loadtest_counts_match_the_metrics_of_a_several_process_server(model, image, run_cli):
-    srv = start_server(model, "--workers", "2", "--quiet")
+def _check_batch_decoding(srv, model, tmp_path, run_cli) -> None:
+    """--decode nvjpeg: JPEGs decoded with their batch in the model process (torchvision's decoder on a CPU)."""
+    good = tmp_path / "small.jpg"
+    good.write_bytes(image_bytes("JPEG", size=(16, 16), seed=5))  # the model's size: no resize, same pixels as Pillow
+    res = run_cli("predict", str(model), str(good), "--device", "cpu", "--json")
+    want = json.loads(res.stdout)[0]
+    status, _, body = post_image(srv.url, good.read_bytes())
+    assert status == 200 and json.loads(body)["probability"] == pytest.approx(want["probability"], abs=1e-6)
+    data = good.read_bytes()
+    broken = data[:20] + b"\0" * 30 + data[50:]  # a valid start and end, garbage tables: fails in the batch decoder
+    status, _, body = post_image(srv.url, broken)
+    assert status == 400 and json.loads(body)["error"] == "corrupt"
+    assert post_image(srv.url, data[: len(data) // 2])[0] == 400  # truncated: goes the Pillow path, refused there
+    cmyk = image_bytes("JPEG", size=(20, 20), mode="CMYK")
+    assert post_image(srv.url, cmyk)[0] == 200  # not RGB/gray: decoded by Pillow in the worker
+    assert post_image(srv.url, image_bytes("PNG"), "x.png", "image/png")[0] == 200
+
+
+def test_loadtest_counts_match_the_metrics_of_a_several_process_server(model, image, run_cli, tmp_path):
+    srv = start_server(model, "--workers", "2", "--decode", "nvjpeg", "--quiet")
     try:
+        _check_batch_decoding(srv, model, tmp_path, run_cli)
         before = request(srv.url + "/metrics")[2].decode()
         res = run_cli(
             "loadtest",

@@ -36,6 +36,7 @@ def _serve_command(
     max_pixels: int = typer.Option(40_000_000, "--max-pixels", help="Images with more pixels get 413."),
     amp: str = typer.Option("off", "--amp", help="off (the same numbers as `gpukit predict`) or bf16 (CUDA)."),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs", help="One CUDA graph per batch size."),
+    decode: str = typer.Option("pil", "--decode", help="pil (HTTP processes) or nvjpeg (per batch, on the GPU)."),
     quiet: bool = typer.Option(False, "--quiet", help="No once-a-second throughput line."),
 ) -> int:
     """Serve the trained model over HTTP: POST /v1/predict, /metrics, /docs, an upload page at /."""
@@ -43,9 +44,23 @@ def _serve_command(
     from gpukit.serve.config import ServeConfig
     from gpukit.serve.server import Started, Tick, run
 
-    config = ServeConfig(model=model, device=device, host=host, port=port, workers=workers, max_batch=max_batch,
-                         max_wait_ms=max_wait_ms, queue_size=queue_size, timeout_s=timeout_s, api_key_env=api_key_env,
-                         max_body_mb=max_body_mb, max_pixels=max_pixels, amp=amp, cuda_graphs=cuda_graphs)  # fmt: skip
+    config = ServeConfig(
+        model=model,
+        device=device,
+        host=host,
+        port=port,
+        workers=workers,
+        max_batch=max_batch,
+        max_wait_ms=max_wait_ms,
+        queue_size=queue_size,
+        timeout_s=timeout_s,
+        api_key_env=api_key_env,
+        max_body_mb=max_body_mb,
+        max_pixels=max_pixels,
+        amp=amp,
+        cuda_graphs=cuda_graphs,
+        decode=decode,
+    )
     config.validate()
     from gpukit.serve.model import model_info
 
@@ -54,18 +69,32 @@ def _serve_command(
     def started(s: Started) -> None:
         out = render.err_console
         out.print(f"serving {s.url}  (docs {s.url}/docs, metrics {s.url}/metrics)", soft_wrap=True)
-        out.print(f"model {s.model} {s.image_size}×{s.image_size}, classes {', '.join(s.classes)}; device {s.device}"
-                  f"{f', warmed in {s.warmup_s:.2f} s' if s.warmup_s else ''}")  # fmt: skip
-        out.print(f"batching: max {s.max_batch}, wait {s.max_wait_ms:g} ms, queue {s.queue_size}; "
-                  f"HTTP processes {s.workers}; API key {s.api_key}")  # fmt: skip
+        out.print(
+            f"model {s.model} {s.image_size}×{s.image_size}, classes {', '.join(s.classes)}; device {s.device}"
+            f"{f', warmed in {s.warmup_s:.2f} s' if s.warmup_s else ''}"
+        )
+        out.print(
+            f"batching: max {s.max_batch}, wait {s.max_wait_ms:g} ms, queue {s.queue_size}; "
+            f"HTTP processes {s.workers}; API key {s.api_key}"
+        )
 
     def tick(t: Tick) -> None:
-        render.err_console.print(f"{time.strftime('%H:%M:%S')}  {t.images_per_s:8,.0f} img/s  "
-                                 f"{t.batches_per_s:6,.0f} batches/s (mean {t.mean_batch:5.1f})  "
-                                 f"queue {t.queue_depth:4d}  expired {t.expired}")  # fmt: skip
+        if t.images_per_s == 0 and t.queue_depth == 0:
+            return  # idle: no line
+        render.err_console.print(
+            f"{time.strftime('%H:%M:%S')}  {t.images_per_s:8,.0f} img/s  "
+            f"{t.batches_per_s:6,.0f} batches/s (mean {t.mean_batch:5.1f})  "
+            f"queue {t.queue_depth:4d}  expired {t.expired}"
+        )
 
-    run(config, started, None if quiet else tick)
-    render.err_console.print("stopped: every admitted request was answered")
+    end = run(config, started, None if quiet else tick)
+    if end.admitted is None:
+        render.err_console.print("stopped: every HTTP process drained")
+    else:
+        render.err_console.print(
+            f"stopped: {end.admitted} requests admitted, {end.answered} answered "
+            f"({end.answered_ok} with 200), {end.cancelled} left by their clients"
+        )
     return 0
 
 

@@ -62,6 +62,8 @@ def create_app(model: Path | str, config: ServeConfig | None = None) -> Any:
         try:
             runner = ModelRunner(config.model, config.device, config.max_batch, config.amp, config.cuda_graphs)
             warm_decoder(runner.info.image_size)
+            if config.decode == "nvjpeg":
+                runner.warm_batch_decoder()
 
             def on_batch(size: int, seconds: float) -> None:
                 core.metrics.observe_batch(size, runner.gpu_memory_bytes(), batcher.depth)

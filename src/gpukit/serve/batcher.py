@@ -49,7 +49,7 @@ class BatchStats:
 class _Job:
     __slots__ = ("callback", "deadline", "image", "t_submit")
 
-    def __init__(self, image: np.ndarray, deadline: float, callback: Callable[[Outcome], None]) -> None:
+    def __init__(self, image: np.ndarray | bytes, deadline: float, callback: Callable[[Outcome], None]) -> None:
         self.image = image
         self.deadline = deadline
         self.callback = callback
@@ -92,8 +92,9 @@ class Batcher:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def submit(self, image: np.ndarray, deadline: float, callback: Callable[[Outcome], None]) -> None:
-        """Queue one decoded image (uint8 (3,S,S)); ``deadline`` is on ``time.monotonic()``'s clock."""
+    def submit(self, image: np.ndarray | bytes, deadline: float, callback: Callable[[Outcome], None]) -> None:
+        """Queue one decoded image (uint8 (3,S,S)) or JPEG bytes for the runner's ``run_items`` to decode with its
+        batch; ``deadline`` is on ``time.monotonic()``'s clock."""
         with self._cond:
             if len(self._queue) >= self.queue_size:
                 raise QueueFull
@@ -128,18 +129,22 @@ class Batcher:
                 self._run(live, now)
 
     def _run(self, jobs: list[_Job], t0: float) -> None:
+        items = [j.image for j in jobs]
+        errors: list[str | None] = [None] * len(jobs)
         try:
-            probs = self.runner(np.stack([j.image for j in jobs]))
-            rows = probs.tolist()
-            error = None
+            if all(isinstance(x, np.ndarray) for x in items):
+                rows = self.runner(np.stack(items)).tolist()  # type: ignore[arg-type]
+            else:  # JPEG bytes among them: the runner decodes them with the batch; a bad one fails only itself
+                probs, errors = self.runner.run_items(items)  # type: ignore[attr-defined]
+                rows = probs.tolist()
         except Exception as exc:  # the model failed: every request of the batch gets the error, the loop goes on
             rows = [None] * len(jobs)
-            error = f"{type(exc).__name__}: {exc}"
+            errors = [f"{type(exc).__name__}: {exc}"] * len(jobs)
         t1 = time.monotonic()
         self.stats.batches += 1
         self.stats.images += len(jobs)
         self.stats.busy_s += t1 - t0
         if self.on_batch is not None:
             self.on_batch(len(jobs), t1 - t0)
-        for job, row in zip(jobs, rows, strict=True):
-            job.callback(Outcome(row, t0 - job.t_submit, t1 - t0, len(jobs), error))
+        for job, row, error in zip(jobs, rows, errors, strict=True):
+            job.callback(Outcome(None if error else row, t0 - job.t_submit, t1 - t0, len(jobs), error))

@@ -26,6 +26,7 @@ class ServeConfig:
     max_pixels: int = 40_000_000  # width × height above this is refused before decoding (decompression bombs)
     amp: str = "off"  # off (the same numbers as `gpukit predict`) or bf16 (autocast on CUDA)
     cuda_graphs: bool = True  # capture one graph per padded batch size on CUDA
+    decode: str = "pil"  # pil: Pillow in the HTTP processes; nvjpeg: JPEGs decoded per batch in the model process
     decode_threads: int = 0  # threads decoding images per HTTP process; 0 = chosen from the CPU count
 
     def validate(self) -> ServeConfig:
@@ -39,6 +40,7 @@ class ServeConfig:
             (self.max_pixels >= 1, "--max-pixels must be at least 1"),
             (0 <= self.port <= 65535, "--port must be in 0..65535"),
             (self.amp in ("off", "bf16"), "--amp must be off or bf16"),
+            (self.decode in ("pil", "nvjpeg"), "--decode must be pil or nvjpeg"),
             (self.device in ("cpu", "cuda", "auto") or self.device.startswith("cuda:"), "--device: cpu, cuda or auto"),
         ]
         for ok, message in checks:

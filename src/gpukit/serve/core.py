@@ -18,7 +18,7 @@ import numpy as np
 
 from gpukit.serve.batcher import Outcome, QueueFull
 from gpukit.serve.config import ServeConfig
-from gpukit.serve.decode import decode_bytes
+from gpukit.serve.decode import batch_decodable, decode_bytes
 from gpukit.serve.metrics import Metrics
 from gpukit.serve.model import ModelInfo, label_of
 from gpukit.serve.request import RequestRejected
@@ -30,7 +30,7 @@ class Submitter(Protocol):
     @property
     def depth(self) -> int: ...
 
-    def submit(self, image: np.ndarray, deadline: float, callback: Any) -> None: ...
+    def submit(self, image: np.ndarray | bytes, deadline: float, callback: Any) -> None: ...
 
 
 @dataclass
@@ -83,12 +83,15 @@ class Core:
         if self.in_flight >= self.config.queue_size:
             raise RequestRejected(503, "overloaded", f"{self.in_flight} requests in flight; retry shortly")
 
-    async def decode(self, data: bytes) -> np.ndarray:
+    async def decode(self, data: bytes) -> np.ndarray | bytes:
+        """Pixels, or (``--decode nvjpeg``) the JPEG bytes themselves after a header check, for the model process."""
         assert self.info is not None
+        if self.config.decode == "nvjpeg" and batch_decodable(data, self.config.max_pixels):
+            return data  # header only was read (tens of µs): the pixels are decoded with the batch, on the GPU
         loop = asyncio.get_running_loop()  # decoding runs on the pool: the event loop never waits on Pillow
         return await loop.run_in_executor(self.pool, decode_bytes, data, self.info.image_size, self.config.max_pixels)
 
-    async def infer(self, image: np.ndarray, deadline: float) -> Outcome:
+    async def infer(self, image: np.ndarray | bytes, deadline: float) -> Outcome:
         """Queue one image and wait for its outcome or the deadline (504; the batcher then drops it unrun)."""
         assert self.submitter is not None
         loop = asyncio.get_running_loop()
@@ -110,6 +113,8 @@ class Core:
             raise RequestRejected(504, "timeout", f"not answered within {self.config.timeout_s:g} s")
         if outcome.error == "full":
             raise RequestRejected(503, "queue_full", "the batch queue is full; retry shortly")
+        if outcome.error is not None and outcome.error.startswith("corrupt: "):
+            raise RequestRejected(400, "corrupt", outcome.error.removeprefix("corrupt: "))
         if outcome.error is not None or outcome.probs is None:
             raise RuntimeError(f"the model failed: {outcome.error}")
         return outcome

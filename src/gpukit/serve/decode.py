@@ -9,12 +9,13 @@ Only the first frame of an animated GIF or WebP is used.
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import numpy as np
 
 from gpukit.serve.request import RequestRejected
 
-__all__ = ["ALLOWED_FORMATS", "decode_bytes", "sniff", "warm_decoder"]
+__all__ = ["ALLOWED_FORMATS", "batch_decodable", "decode_bytes", "sniff", "warm_decoder"]
 
 ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP")
 # Formats we recognise in order to name them when refusing (415); anything else unrecognised is "not an image" (422).
@@ -52,8 +53,8 @@ def sniff(data: bytes) -> str:
     raise RequestRejected(422, "not_an_image", "the body is not a JPEG, PNG, GIF or WebP image")
 
 
-def decode_bytes(data: bytes, size: int, max_pixels: int) -> np.ndarray:
-    """Bytes → uint8 (3, size, size) RGB, exactly as ``gpukit.train.data.decode_image`` does for a file."""
+def _open_checked(data: bytes, max_pixels: int) -> tuple[str, Any]:
+    """Sniff, open the header (no pixels decoded yet) and check the pixel count → (format, open image)."""
     from PIL import Image, UnidentifiedImageError
 
     if not data:
@@ -69,16 +70,33 @@ def decode_bytes(data: bytes, size: int, max_pixels: int) -> np.ndarray:
         raise RequestRejected(400, "corrupt", f"{fmt} header could not be read: {exc}") from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise RequestRejected(400, "corrupt", f"{fmt} header is corrupt: {exc}") from None
+    width, height = im.size
+    if width < 1 or height < 1:
+        im.close()
+        raise RequestRejected(400, "corrupt", f"{fmt} has no pixels ({width}×{height})")
+    if width * height > max_pixels:
+        im.close()
+        raise RequestRejected(
+            413, "too_many_pixels", f"{width}×{height} = {width * height:,} pixels is over the limit of {max_pixels:,}"
+        )
+    return fmt, im
+
+
+def batch_decodable(data: bytes, max_pixels: int) -> bool:
+    """Whether the model process may decode these bytes itself (``--decode nvjpeg``): a baseline-or-progressive
+    JPEG in RGB or grayscale, within the pixel limit, ending with its end-of-image marker (a truncated one goes the
+    Pillow path, which names the problem). Only the header is read; raises like ``decode_bytes`` for bad input."""
+    fmt, im = _open_checked(data, max_pixels)
     with im:
-        width, height = im.size
-        if width < 1 or height < 1:
-            raise RequestRejected(400, "corrupt", f"{fmt} has no pixels ({width}×{height})")
-        if width * height > max_pixels:
-            raise RequestRejected(
-                413,
-                "too_many_pixels",
-                f"{width}×{height} = {width * height:,} pixels is over the limit of {max_pixels:,}",
-            )
+        return fmt == "JPEG" and im.mode in ("RGB", "L") and data.rstrip(b"\0")[-2:] == b"\xff\xd9"
+
+
+def decode_bytes(data: bytes, size: int, max_pixels: int) -> np.ndarray:
+    """Bytes → uint8 (3, size, size) RGB, exactly as ``gpukit.train.data.decode_image`` does for a file."""
+    from PIL import Image
+
+    fmt, im = _open_checked(data, max_pixels)
+    with im:
         try:
             im.draft("RGB", (size, size))  # as decode_image: JPEG decoders downscale by 1/2..1/8 first
             rgb = im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)

@@ -21,7 +21,7 @@ from gpukit.serve.batcher import Batcher, Outcome, QueueFull
 
 __all__ = ["PipeClient", "serve_pipe"]
 
-_REQ = struct.Struct("<Qd")  # id, deadline
+_REQ = struct.Struct("<QdB")  # id, deadline, kind (0: uint8 pixels, 1: JPEG bytes for the model process to decode)
 _REP = struct.Struct("<QBddII")  # id, status, queue_s, infer_s, batch size, queue depth
 _OK, _FULL, _TIMEOUT, _ERROR = 0, 1, 2, 3
 _STATUS = {_FULL: "full", _TIMEOUT: "timeout"}
@@ -43,13 +43,14 @@ class PipeClient:
     def depth(self) -> int:
         return self._depth  # as of the last reply
 
-    def submit(self, image: np.ndarray, deadline: float, callback: Callable[[Outcome], None]) -> None:
+    def submit(self, image: np.ndarray | bytes, deadline: float, callback: Callable[[Outcome], None]) -> None:
         if self.closed:
             raise QueueFull
         rid = next(self._ids)
         self._pending[rid] = callback
+        kind, payload = (1, image) if isinstance(image, bytes) else (0, image.tobytes())
         with self._lock:
-            self.conn.send_bytes(_REQ.pack(rid, deadline) + image.tobytes())
+            self.conn.send_bytes(_REQ.pack(rid, deadline, kind) + payload)
 
     def _read(self) -> None:
         try:
@@ -99,11 +100,15 @@ def serve_pipe(conn: Connection, batcher: Batcher, shape: tuple[int, int, int]) 
                 msg = conn.recv_bytes()
             except (EOFError, OSError):
                 return
-            rid, deadline = _REQ.unpack_from(msg)
-            if len(msg) != _REQ.size + nbytes:
+            rid, deadline, kind = _REQ.unpack_from(msg)
+            image: np.ndarray | bytes
+            if kind == 1:
+                image = msg[_REQ.size :]
+            elif len(msg) == _REQ.size + nbytes:
+                image = np.frombuffer(msg, np.uint8, offset=_REQ.size).reshape(shape)
+            else:
                 reply(rid, _ERROR, None, b"image of the wrong size")
                 continue
-            image = np.frombuffer(msg, np.uint8, offset=_REQ.size).reshape(shape)
 
             def done(outcome: Outcome, rid: int = rid) -> None:
                 if outcome.error is None and outcome.probs is not None:

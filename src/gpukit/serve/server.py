@@ -216,6 +216,8 @@ def _run_many(
 
         sys.setswitchinterval(0.0005)  # many pipe threads and one batcher here: hand the GIL over sooner than 5 ms
         runner = ModelRunner(config.model, config.device, config.max_batch, config.amp, config.cuda_graphs)
+        if config.decode == "nvjpeg":
+            runner.warm_batch_decoder()
         metrics = Metrics(multiprocess=True)
         batcher = Batcher(
             runner,
