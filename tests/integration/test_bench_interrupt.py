@@ -61,11 +61,13 @@ def test_sigint_during_a_sweep_saves_and_prints_the_partial_run(tmp_path: Path) 
     assert "mlp-train" in doc["settings"]["missing_workloads"]
     assert "not measured (interrupted): cnn-train" in stderr
 
-    from gpukit.bench.store import Store
+    from gpukit.bench.results import Run
+    from gpukit.history import open_history
 
-    runs = Store(db).list_runs(limit=5)
-    assert len(runs) == 1
-    saved = Store(db).load(runs[0].id)
+    with open_history(db, create=False) as history:
+        runs = history.list_runs(limit=5)
+        assert len(runs) == 1
+        saved = Run.from_dict(history.load_run(runs[0].id))
     assert saved.interrupted and len([r for r in saved.results if r.ok]) == len(ok)
 
     report = subprocess.run(

@@ -62,10 +62,11 @@ def _synthetic_run():
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="headless Chromium not installed (apt-get install chromium)")
 def test_report_renders_in_headless_chromium(run_cli, tmp_path):
     from gpukit.bench.report import SECTIONS
-    from gpukit.bench.store import Store
+    from gpukit.history import open_history
 
     db = tmp_path / "history.db"
-    Store(db).save(_synthetic_run())
+    with open_history(db) as history:
+        history.save_run(_synthetic_run().to_dict())
     report = tmp_path / "report.html"
     res = run_cli("report", "--last", "--db", str(db), "-o", str(report))
     assert res.exit_code == 0, res.stderr

@@ -19,10 +19,13 @@ import math
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpukit.bench.results import Result, Run
 from gpukit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gpukit.history import History
 
 __all__ = [
     "BaselineCheck",
@@ -141,12 +144,12 @@ def shipped_baselines() -> list[str]:
         return []
 
 
-def load_baseline(ref: str, store: Any = None) -> dict[str, Any]:
-    """``ref`` is a run id of the history (needs ``store``), a JSON file, or the name of a shipped baseline."""
+def load_baseline(ref: str, history: History | None = None) -> dict[str, Any]:
+    """``ref`` is a run id of the history (needs ``history``), a JSON file, or the name of a shipped baseline."""
     if ref.isdigit():
-        if store is None:
+        if history is None:
             raise ConfigError(f"baseline run {ref} needs a results history", hint="pass --db PATH")
-        return baseline_from_run(store.load(int(ref)))
+        return baseline_from_run(Run.from_dict(history.load_run(int(ref))))
     path = Path(ref).expanduser()
     if not path.exists():
         shipped = resources.files("gpukit.bench").joinpath(f"data/baselines/{ref}.json")

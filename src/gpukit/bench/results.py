@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-__all__ = ["THROUGHPUT_UNITS", "Ceilings", "Result", "Run"]
+__all__ = ["THROUGHPUT_UNITS", "Ceilings", "Result", "Run", "run_from_saved"]
 
 # unit key → (scale of the base quantity per unit, label shown in tables)
 THROUGHPUT_UNITS: dict[str, tuple[float, str]] = {
@@ -177,3 +177,17 @@ class Run:
             ceilings=Ceilings.from_dict(data.get("ceilings") or {}),
             results=[Result.from_dict(r) for r in data.get("results", [])],
         )
+
+
+def run_from_saved(doc: dict[str, Any], where: object) -> Run:
+    """A run read back from the history (``where``: its path, for the message); rows that are not results
+    (edited or damaged by hand) → ConfigError, never a traceback."""
+    from gpukit.errors import ConfigError
+
+    try:
+        return Run.from_dict(doc)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ConfigError(
+            f"the results history {where} is damaged: run {doc.get('id')} does not read as a bench run ({exc})",
+            hint="pass --db PATH (or set GPUKIT_DB) to use another file (this one is damaged)",
+        ) from exc

@@ -19,10 +19,12 @@ import typer
 
 from gpukit.cli import render
 from gpukit.cli.bench_render import print_baseline, print_run, to_csv, to_markdown, write_output
+from gpukit.cli.history import DB_HELP
 
 if TYPE_CHECKING:
     from gpukit.bench.compare import BaselineCheck
     from gpukit.bench.results import Run
+    from gpukit.history import History
 
 
 def _parse_tolerance(text: str) -> float:
@@ -109,19 +111,44 @@ def _progress_callback(rearm: Callable[[], None] | None = None) -> tuple[Any, An
     return bar, callback
 
 
-def _measured(measure: Callable[[Callable[[Any], None]], Run], db: Path | None, no_save: bool) -> Run:
-    """Run ``measure(progress)`` with the progress display and the interrupt handling, then record the command
-    and save the run (still under the handler, so a second Ctrl-C does not cut the save short)."""
-    _quiet_warnings()
-    with _interruptible() as rearm:
-        bar, callback = _progress_callback(rearm)
-        with bar:
-            run = measure(callback)
-        run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
-        if not no_save:
-            from gpukit.bench.store import Store
+def _open_history(db: Path | None, no_save: bool) -> History | None:
+    """The history, validated before anything is measured (a bad --db costs milliseconds, not a run)."""
+    if no_save:
+        return None
+    from gpukit.history import open_history
 
-            Store(db).save(run)
+    return open_history(db)
+
+
+def _save(history: History, run: Run) -> None:
+    """Save ``run``; if that fails (disk full, a lock held past the busy timeout), write it beside the history as
+    JSON and say how to import it — a measured run is never thrown away."""
+    from gpukit.errors import StoreError
+    from gpukit.history import write_fallback
+
+    try:
+        run.id = history.save_run(run.to_dict())
+    except StoreError as exc:
+        kept = write_fallback(history.path, "bench_run", run.to_dict())
+        render.error(f"{exc.message}; the run was written to {kept}", hint=f"gpukit history import {kept}")
+
+
+def _measured(measure: Callable[[Callable[[Any], None]], Run], db: Path | None, no_save: bool) -> Run:
+    """Open the history, run ``measure(progress)`` with the progress display and the interrupt handling, then record
+    the command and save the run (still under the handler, so a second Ctrl-C does not cut the save short)."""
+    history = _open_history(db, no_save)
+    _quiet_warnings()
+    try:
+        with _interruptible() as rearm:
+            bar, callback = _progress_callback(rearm)
+            with bar:
+                run = measure(callback)
+            run.settings["command"] = "gpukit " + " ".join(sys.argv[1:])  # as typed (under a test runner: its argv)
+            if history is not None:
+                _save(history, run)
+    finally:
+        if history is not None:
+            history.close()
     return run
 
 
@@ -151,7 +178,7 @@ def bench(
     seed: int = typer.Option(None, "--seed", help="Random seed for the inputs (default: fresh)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run as JSON (see docs/bench-json.md)."),
     as_csv: bool = typer.Option(False, "--csv", help="Print the result rows as CSV."),
-    db: Path = typer.Option(None, "--db", help="Results history file (default: $GPUKIT_DB or ~/.local/share/gpukit)."),
+    db: Path = typer.Option(None, "--db", help=DB_HELP),
     no_save: bool = typer.Option(False, "--no-save", help="Do not record this run in the history."),
 ) -> int:
     """Measure workloads on CPU and GPU through every available backend; print only verified numbers."""
@@ -203,9 +230,13 @@ def bench(
 
 def _load_baseline(ref: str, db: Path | None) -> dict[str, Any]:
     from gpukit.bench import compare
-    from gpukit.bench.store import Store
 
-    return compare.load_baseline(ref, Store(db))
+    if not ref.isdigit():
+        return compare.load_baseline(ref)
+    from gpukit.history import open_history
+
+    with open_history(db, create=False) as history:
+        return compare.load_baseline(ref, history)
 
 
 def _report(

@@ -1,21 +1,34 @@
-"""`gpukit history`: list past bench runs, show one, compare two (ratios, with a noise call from the spread)."""
+"""`gpukit history`: list past bench runs, show one, compare two (ratios, with a noise call from the spread), and
+import a run that could not be saved (the JSON file written beside the history)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from gpukit.cli import render
 
-DB_HELP = "Results history file (default: $GPUKIT_DB or ~/.local/share/gpukit/results.db)."
+if TYPE_CHECKING:
+    from gpukit.bench.results import Run
+
+DB_HELP = "Results history file (default: $GPUKIT_DB, else $XDG_DATA_HOME/gpukit/results.db or ~/.local/share/…)."
+
+
+def _load(db: Path | None, *run_ids: int) -> list[Run]:
+    from gpukit.bench.results import run_from_saved
+    from gpukit.history import open_history
+
+    with open_history(db, create=False) as history:
+        return [run_from_saved(history.load_run(i), history.path) for i in run_ids]
 
 
 def _list(db: Path | None, limit: int, as_json: bool) -> int:
-    from gpukit.bench.store import Store
+    from gpukit.history import open_history
 
-    store = Store(db)
-    runs = store.list_runs(limit)
+    with open_history(db, create=False) as store:
+        runs = store.list_runs(limit)
     if as_json:
         render.print_json({"db": str(store.path), "runs": [r.to_dict() for r in runs]})
         return 0
@@ -48,10 +61,9 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print the run as JSON."),
 ) -> int:
     """Show one run: its ceilings and every row."""
-    from gpukit.bench.store import Store
     from gpukit.cli.bench_render import print_run
 
-    run = Store(db).load(run_id)
+    (run,) = _load(db, run_id)
     if as_json:
         render.print_json(run.to_dict())
     else:
@@ -69,10 +81,8 @@ def compare(
     """Compare run B with run A row by row: throughput ratio B/A; smaller than the spread is called noise."""
     from gpukit.bench.compare import compare_runs
     from gpukit.bench.results import THROUGHPUT_UNITS
-    from gpukit.bench.store import Store
 
-    store = Store(db)
-    rows = compare_runs(store.load(run_a), store.load(run_b))
+    rows = compare_runs(*_load(db, run_a, run_b))
     if as_json:
         render.print_json({"a": run_a, "b": run_b, "rows": [r.to_dict() for r in rows]})
         return 0
@@ -112,9 +122,37 @@ def compare(
     return 0
 
 
+def list_runs(
+    db: Path = typer.Option(None, "--db", help=DB_HELP),
+    limit: int = typer.Option(50, "--limit", min=1, help="How many runs to list."),
+    as_json: bool = typer.Option(False, "--json", help="Print the list as JSON."),
+) -> int:
+    """List past runs (newest first); the same as plain `gpukit history`."""
+    return _list(db, limit, as_json)
+
+
+def import_run(
+    file: Path = typer.Argument(..., help="The JSON file gpukit wrote when it could not save to the history."),
+    db: Path = typer.Option(None, "--db", help=DB_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print what was imported as JSON."),
+) -> int:
+    """Bring a run (or plan validation, or load test) that could not be saved into the history."""
+    from gpukit.history import import_file, open_history
+
+    with open_history(db) as history:
+        kind, new_id = import_file(history, file)
+        path = history.path
+    if as_json:
+        render.print_json({"db": str(path), "kind": kind, "id": new_id, "file": str(file)})
+    else:
+        what = {"bench_run": "run", "plan_validation": "plan validation", "loadtest": "load test"}[kind]
+        render.console.print(f"imported {file} into {path} as {what} {new_id}", soft_wrap=True)
+    return 0
+
+
 def register(app: typer.Typer) -> None:
-    """Add `gpukit history` with `show` and `compare`."""
-    group = typer.Typer(help="The results history of gpukit bench: list runs, show one, compare two.")
+    """Add `gpukit history` with `list`, `show`, `compare` and `import`."""
+    group = typer.Typer(help="The results history of gpukit bench: list runs, show one, compare two, import one.")
 
     @group.callback(invoke_without_command=True)
     def history(
@@ -128,6 +166,8 @@ def register(app: typer.Typer) -> None:
             return _list(db, limit, as_json)
         return None
 
+    group.command("list")(list_runs)
     group.command("show")(show)
+    group.command("import")(import_run)
     group.command("compare")(compare)
     app.add_typer(group, name="history")

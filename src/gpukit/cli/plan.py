@@ -274,6 +274,7 @@ def _run_measure(spec: Any, settings: Any, doc: dict[str, Any], db: Path | None)
     from gpukit.plan.compute import estimate_time
     from gpukit.plan.memory import estimate_memory
 
+    measuring.check_db(db)  # a bad --db is found before the measurement, not after it
     meas = measuring.measure(spec, settings)
     local = match_spec(meas.device_name)
     pred_time = None  # a GPU without a datasheet row has no predicted time: n/a, not another GPU's figure

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from gpukit.cli import render
+from gpukit.cli.history import DB_HELP
 
 
 def report(
@@ -14,13 +15,13 @@ def report(
     last: bool = typer.Option(False, "--last", help="Report the latest run (the default)."),
     output: Path = typer.Option(None, "--output", "-o", help="File to write (default report.html / report.md)."),
     fmt: str = typer.Option("html", "--format", "-f", help="html (one file, plots embedded) or md."),
-    db: Path = typer.Option(None, "--db", help="Results history file (default: $GPUKIT_DB or ~/.local/share/gpukit)."),
+    db: Path = typer.Option(None, "--db", help=DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print what was written (and the crossovers) as JSON."),
 ) -> int:
     """Write a report of one bench run: machine, ceilings, the seed claims beside what was measured, the CPU/GPU
     crossover, a roofline and every result."""
     from gpukit.bench.report import build_report, gemm_rows, to_html, to_markdown
-    from gpukit.bench.store import Store
+    from gpukit.bench.results import run_from_saved
     from gpukit.cli.bench_render import write_output
     from gpukit.errors import ConfigError
 
@@ -28,13 +29,17 @@ def report(
         raise ConfigError(f"unknown format '{fmt}'", hint="use --format html or --format md")
     if run_id is not None and last:
         raise ConfigError("--run and --last exclude each other", hint="pick one")
-    store = Store(db)
-    if run_id is None:
-        runs = store.list_runs(limit=1)
-        if not runs:
-            raise ConfigError(f"no runs in {store.path}", hint="run gpukit bench (or --sweep) first, or pass --db")
-        run_id = runs[0].id
-    run = store.load(run_id)
+    from gpukit.history import open_history
+
+    with open_history(db, create=False) as history:
+        if run_id is None:
+            runs = history.list_runs(limit=1)
+            if not runs:
+                raise ConfigError(
+                    f"no runs in {history.path}", hint="run gpukit bench (or --sweep) first, or pass --db"
+                )
+            run_id = runs[0].id
+        run = run_from_saved(history.load_run(run_id), history.path)
     built = build_report(run)
     out = output or Path(f"report.{fmt}")
     written = [out]

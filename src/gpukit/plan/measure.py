@@ -12,12 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
-import os
-import socket
-import sqlite3
 import statistics
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +21,7 @@ from gpukit.errors import BackendUnavailable, DeviceError, PlanError
 from gpukit.plan.memory import PlanSettings
 from gpukit.plan.models import CnnSpec, ModelSpec, TransformerSpec
 
-__all__ = ["Measurement", "default_db_path", "load_ceilings", "measure", "save_validation"]
+__all__ = ["Measurement", "check_db", "default_db_path", "load_ceilings", "measure", "save_validation"]
 
 # Where models and batches live. Tests point it at "cpu" with torch.cuda's timing/memory calls stubbed, so the
 # whole path runs without a GPU; the numbers only mean something on CUDA.
@@ -245,85 +240,50 @@ def measure(model: ModelSpec, s: PlanSettings, steps: int = 4) -> Measurement:
         torch.cuda.empty_cache()
 
 
-# --- results history (shared SQLite file with gpukit bench) ---
+# --- results history (the one gpukit.history, shared with gpukit bench) ---
 
 
 def default_db_path() -> Path:
-    env = os.environ.get("GPUKIT_DB")
-    return Path(env).expanduser() if env else Path.home() / ".local" / "share" / "gpukit" / "results.db"
+    """Where `plan --measure` records its validations: the same file as `gpukit bench` (gpukit.history)."""
+    from gpukit.history import default_db_path as history_default
+
+    return history_default()
+
+
+def check_db(db_path: Path | None = None) -> Path:
+    """Validate (or create) the history before measuring, so a bad ``--db`` costs no measurement."""
+    from gpukit.history import open_history
+
+    with open_history(db_path) as history:
+        return history.path
 
 
 def save_validation(record: dict[str, Any], db_path: Path | None = None) -> Path:
-    """Append one predicted/measured pair to table ``plan_validations`` (created if missing)."""
-    path = db_path or default_db_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.closing(sqlite3.connect(path)) as con, con:
-        con.execute(
-            "CREATE TABLE IF NOT EXISTS plan_validations (id INTEGER PRIMARY KEY, created_at REAL, host TEXT, "
-            "device TEXT, model TEXT, task TEXT, predicted_allocated_bytes INTEGER, measured_allocated_bytes "
-            "INTEGER, predicted_time_s REAL, measured_time_s REAL, record_json TEXT)"
-        )
-        con.execute(
-            "INSERT INTO plan_validations (created_at, host, device, model, task, predicted_allocated_bytes, "
-            "measured_allocated_bytes, predicted_time_s, measured_time_s, record_json) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (
-                time.time(),
-                socket.gethostname(),
-                record.get("device"),
-                record.get("model"),
-                record.get("task"),
-                record.get("predicted_allocated_bytes"),
-                record.get("measured_allocated_bytes"),
-                record.get("predicted_time_s"),
-                record.get("measured_time_s"),
-                json.dumps(record, default=str),
-            ),
-        )
-    return path
+    """Append one predicted/measured pair to the history's ``plan_validations``; if the history cannot take it, the
+    record goes to a JSON file beside it (`gpukit history import FILE`) and StoreError says where."""
+    from gpukit.errors import StoreError
+    from gpukit.history import open_history, write_fallback
+
+    with open_history(db_path) as history:
+        try:
+            history.save_validation(record)
+        except StoreError as exc:
+            kept = write_fallback(history.path, "plan_validation", record)
+            raise StoreError(f"{exc.message}; the validation was written to {kept}",
+                             hint=f"gpukit history import {kept}") from exc  # fmt: skip
+        return history.path
 
 
 def load_ceilings(db_path: Path | None = None, device_name: str | None = None) -> dict[str, Any] | None:
-    """This machine's measured ceilings from the `gpukit bench` history, or None when there are none.
-
-    Reads the bench store's SQLite schema (``runs.ceilings_json`` for the copy bandwidth and GPU name, GEMM rows of
-    ``results`` for TFLOP/s per dtype) directly, so `plan` does not import `bench`; any surprise → None.
+    """This machine's measured ceilings from the `gpukit bench` history, or None when there are none (or the file
+    is not a usable history: plain `plan` runs without one; `--measure` validates it with :func:`check_db`).
     Returns e.g. ``{"device": "NVIDIA H200", "bandwidth_gbps": 4175.0, "bf16_tflops": 750.0}``.
     """
-    path = db_path or default_db_path()
-    if not path.exists():
-        return None
+    from gpukit.errors import ConfigError
+    from gpukit.history import open_history
+
     try:
-        # as_uri() percent-encodes '?', '#' and '%', which would otherwise end the path inside the URI
-        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as con:
-            return _read_bench_run(con, socket.gethostname(), device_name)
-    except (sqlite3.Error, ValueError, TypeError, KeyError, AttributeError):  # AttributeError: JSON not an object
+        with open_history(db_path, create=False) as history:
+            return history.latest_ceilings(device_name)
+    except ConfigError:
         return None
-
-
-def _read_bench_run(con: sqlite3.Connection, host: str, device_name: str | None) -> dict[str, Any] | None:
-    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if not {"runs", "results"} <= tables:
-        return None
-    for run_id, hostname, ceilings_json in con.execute(
-        "SELECT id, hostname, ceilings_json FROM runs ORDER BY id DESC"
-    ).fetchall():
-        ceilings = json.loads(ceilings_json or "{}")
-        gpu = ceilings.get("gpu_name")
-        if hostname not in (None, host) or not gpu:
-            continue
-        if device_name and device_name.lower() not in str(gpu).lower():
-            continue
-        found: dict[str, Any] = {"device": str(gpu)}
-        if ceilings.get("d2d_copy_gbps"):
-            found["bandwidth_gbps"] = float(ceilings["d2d_copy_gbps"])
-        rows = con.execute(
-            "SELECT row_json FROM results WHERE run_id = ? AND workload = 'gemm' AND device = 'cuda' AND status = 'ok'",
-            (run_id,),
-        ).fetchall()
-        for (row_json,) in rows:
-            row = json.loads(row_json)
-            key = f"{row.get('dtype')}_tflops"
-            if row.get("tflops") and float(row["tflops"]) > found.get(key, 0.0):
-                found[key] = float(row["tflops"])  # the largest size's rate: closest to the ceiling
-        return found if len(found) > 1 else None
-    return None

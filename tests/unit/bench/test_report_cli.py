@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpukit.bench.store import Store
+from gpukit.history import open_history
 
 pytest.importorskip("matplotlib")
 
@@ -14,11 +14,16 @@ from report_synthetic import synthetic_run  # tests/unit/bench is on sys.path un
 from test_sweep_fake_device import fake_registry  # noqa: F401  (fixture)
 
 
+def _save(db, run):
+    with open_history(db) as history:
+        return history.save_run(run.to_dict())
+
+
 def test_report_last_html_and_md(run_cli, tmp_path):
     db = tmp_path / "h.db"
-    store = Store(db)
-    first = store.save(synthetic_run(with_training=False))
-    second = store.save(synthetic_run())
+    with open_history(db) as store:
+        first = store.save_run(synthetic_run(with_training=False).to_dict())
+        second = store.save_run(synthetic_run().to_dict())
     html_out = tmp_path / "out" / "report.html"
     res = run_cli("report", "--last", "--db", str(db), "-o", str(html_out))
     assert res.exit_code == 0, res.stderr
@@ -43,7 +48,7 @@ def test_report_errors(run_cli, tmp_path):
     empty = run_cli("report", "--db", str(tmp_path / "none.db"), "-o", str(tmp_path / "x.html"))
     assert empty.exit_code == 2 and "no runs" in empty.stderr
     db = tmp_path / "h.db"
-    Store(db).save(synthetic_run())
+    _save(db, synthetic_run())
     assert run_cli("report", "--run", "99", "--db", str(db)).exit_code == 2  # no run 99: bad input, like no runs
     assert run_cli("report", "--format", "pdf", "--db", str(db)).exit_code == 2
     assert run_cli("report", "--run", "1", "--last", "--db", str(db)).exit_code == 2

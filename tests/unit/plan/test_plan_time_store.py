@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import sqlite3
 from pathlib import Path
 
@@ -122,31 +121,30 @@ def test_validation_history_roundtrip(tmp_path: Path) -> None:
 
 
 def _bench_db(path: Path) -> None:
-    """The bench store's schema (bench/store.py, schema version 1), reduced to the columns plan reads."""
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, hostname TEXT, gpu TEXT, ceilings_json TEXT)")
-    con.execute(
-        "CREATE TABLE results (id INTEGER PRIMARY KEY, run_id INTEGER, workload TEXT, backend TEXT, "
-        "device TEXT, size TEXT, status TEXT, row_json TEXT)"
-    )
-    con.execute(
-        "INSERT INTO runs VALUES (1, NULL, 'NVIDIA H200', ?)",
-        (json.dumps({"gpu_name": "NVIDIA H200", "d2d_copy_gbps": 4175.0}),),
-    )
+    """A bench run in the results history (gpukit.history), with GEMM rows of every status."""
+    import socket
+
+    from gpukit.history import open_history
+
     rows = [
         ("ok", {"dtype": "bf16", "tflops": 700.0}),
         ("ok", {"dtype": "bf16", "tflops": 750.0}),
         ("failed", {"dtype": "fp8", "tflops": 9999.0}),
         ("ok", {"dtype": "fp32", "tflops": 50.0}),
     ]
-    for status, row in rows:
-        con.execute(
-            "INSERT INTO results (run_id, workload, backend, device, size, status, row_json) "
-            "VALUES (1, 'gemm', 'torch', 'cuda', '8192', ?, ?)",
-            (status, json.dumps(row)),
+    results = [
+        {"workload": "gemm", "backend": "torch", "device": "cuda", "size": "8192", "status": status, **row}
+        for status, row in rows
+    ]
+    with open_history(path) as h:
+        h.save_run(
+            {
+                "started_at": "2026-11-30T05:00:00Z",
+                "machine": {"hostname": socket.gethostname()},
+                "ceilings": {"gpu_name": "NVIDIA H200", "d2d_copy_gbps": 4175.0},
+                "results": results,
+            }
         )
-    con.commit()
-    con.close()
 
 
 def test_load_ceilings_absent_and_present(tmp_path: Path) -> None:

@@ -1,17 +1,15 @@
-"""The results history round-trips every field; comparisons call noise; baselines catch a slow node."""
+"""Comparisons call noise; baselines catch a slow node. (The history itself: tests/unit/history/.)"""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from gpukit.bench.compare import baseline_from_run, check_baseline, compare_runs, load_baseline
 from gpukit.bench.results import Ceilings, Result, Run
-from gpukit.bench.store import Store, default_path
-from gpukit.errors import ConfigError, StoreError
+from gpukit.errors import ConfigError
 
 
 def _run(gbps: float, samples: list[float]) -> Run:
@@ -41,39 +39,6 @@ def _run(gbps: float, samples: list[float]) -> Run:
             Result("vector-add", "cupy", "cuda", "1MiB:float32", status="skipped", reason="no cupy", hint="pip"),
         ],
     )
-
-
-def test_round_trip_and_listing(tmp_path: Path) -> None:
-    store = Store(tmp_path / "sub" / "results.db")
-    assert store.list_runs() == []  # no file yet: empty history, nothing created
-    assert not store.path.exists()
-    run = _run(10.0, [1.0, 1.1, 0.9])
-    run_id = store.save(run)
-    assert run_id == run.id == 1
-    loaded = store.load(run_id)
-    assert loaded.to_dict() == run.to_dict()
-    summary = store.list_runs()[0]
-    assert (summary.id, summary.n_ok, summary.n_total, summary.gpu, summary.quick) == (1, 1, 2, "NVIDIA H200", True)
-    with pytest.raises(ConfigError, match="no run 99"):  # asking for a run that is not there is bad input: exit 2
-        store.load(99)
-
-
-def test_newer_schema_is_refused(tmp_path: Path) -> None:
-    store = Store(tmp_path / "r.db")
-    store.save(_run(1.0, [1.0]))
-    con = sqlite3.connect(store.path)
-    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
-    con.commit()
-    con.close()
-    with pytest.raises(StoreError, match="schema 99"):
-        store.list_runs()
-
-
-def test_default_path_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("GPUKIT_DB", str(tmp_path / "x.db"))
-    assert default_path() == tmp_path / "x.db"
-    monkeypatch.delenv("GPUKIT_DB")
-    assert default_path().name == "results.db" and "gpukit" in str(default_path())
 
 
 def test_compare_calls_noise_within_spread() -> None:
@@ -150,37 +115,3 @@ def test_shipped_h200_baseline_is_the_1gib_gpu_set() -> None:
     slow.gbps = (slow.gbps or 0.0) * 0.85
     checks = check_baseline(Run(started_at="x", results=rows), doc, 10.0)
     assert [(c.backend, c.workload) for c in checks if not c.ok] == [("cupy-cuda-c", "vector-add")]
-
-
-def _tables(path: Path) -> list[str]:
-    con = sqlite3.connect(path)
-    try:
-        return sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master"))
-    finally:
-        con.close()
-
-
-def test_newer_schema_refused_before_anything_is_written(tmp_path: Path) -> None:
-    """A history from a newer gpukit (other tables) is refused on save without gaining our tables."""
-    path = tmp_path / "r.db"
-    con = sqlite3.connect(path)
-    con.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT); CREATE TABLE runs_v2 (id INTEGER);")
-    con.execute("INSERT INTO meta VALUES ('schema_version', '2')")
-    con.commit()
-    con.close()
-    before = _tables(path)
-    with pytest.raises(StoreError, match="schema 2"):
-        Store(path).save(_run(1.0, [1.0]))
-    assert _tables(path) == before
-
-
-def test_other_programs_database_is_refused(tmp_path: Path) -> None:
-    """--db pointing at some other SQLite file must not get gpukit tables (or a gpukit schema stamp) added."""
-    path = tmp_path / "app.db"
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE notes (body TEXT)")
-    con.commit()
-    con.close()
-    with pytest.raises(StoreError, match="not a gpukit results history"):
-        Store(path).save(_run(1.0, [1.0]))
-    assert _tables(path) == ["notes"]
