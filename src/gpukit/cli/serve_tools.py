@@ -43,13 +43,25 @@ def _loadtest_command(
         from gpukit.serve._store import open_history
 
         history = open_history(db)  # validated before any load is sent
-    spec = LoadSpec(url=url, images=collect_images(image), concurrency=concurrency, duration_s=duration,
-                    warmup_s=warmup, rate=rate, processes=processes, max_requests=max_requests, timeout_s=timeout_s,
-                    allow_hosts=tuple(allow_host), api_key=key, raw=raw)  # fmt: skip
+    spec = LoadSpec(
+        url=url,
+        images=collect_images(image),
+        concurrency=concurrency,
+        duration_s=duration,
+        warmup_s=warmup,
+        rate=rate,
+        processes=processes,
+        max_requests=max_requests,
+        timeout_s=timeout_s,
+        allow_hosts=tuple(allow_host),
+        api_key=key,
+        raw=raw,
+    )
     result = run_loadtest(spec)
     doc = result.to_dict()
     if history is not None:
-        doc["id"] = history.save_loadtest(result.to_dict())
+        with history:
+            doc["id"] = history.save_loadtest(result.to_dict())
     if as_json:
         render.print_json(doc)
         return 0
@@ -62,21 +74,37 @@ def _render_loadtest(r: dict) -> None:
     mode = f"open loop at {r['rate']:g} req/s" if r["mode"] == "open" else f"closed loop, {r['concurrency']} clients"
     rows = [
         ["throughput", f"{r['throughput_rps']:,.1f} req/s ({r['ok_rps']:,.1f} with 200)"],
-        ["latency p50 / p90 / p99 / max", " / ".join(render.fmt(lat[k], ".1f") for k in ("p50", "p90", "p99", "max"))
-         + " ms"],
-        ["requests measured / sent", f"{r['requests']:,} / {r['sent']:,}" + (f", {r['missed']:,} missed (generator "
-         "fell behind)" if r["missed"] else "")],
-        ["statuses", ", ".join(f"{k}: {v:,}" for k, v in r["statuses"].items()) + ("  (0 = connection error/timeout)"
-         if "0" in r["statuses"] else "")],
-        ["server time, mean per request", ", ".join(f"{k} {v:.2f} ms" for k, v in r["server_timing_mean_ms"].items())
-         or render.NA],
-        ["generator CPU", f"{r['generator_cpu_s']:.1f} s on {r['processes']} processes; per process "
-         + ", ".join(f"{100 * s:.0f}%" for s in r["generator_cpu_per_process"]) + " of a core"],
-    ]  # fmt: skip
+        [
+            "latency p50 / p90 / p99 / max",
+            " / ".join(render.fmt(lat[k], ".1f") for k in ("p50", "p90", "p99", "max")) + " ms",
+        ],
+        [
+            "requests measured / sent",
+            f"{r['requests']:,} / {r['sent']:,}"
+            + (f", {r['missed']:,} missed (generator fell behind)" if r["missed"] else ""),
+        ],
+        [
+            "statuses",
+            ", ".join(f"{k}: {v:,}" for k, v in r["statuses"].items())
+            + ("  (0 = connection error/timeout)" if "0" in r["statuses"] else ""),
+        ],
+        [
+            "server time, mean per request",
+            ", ".join(f"{k} {v:.2f} ms" for k, v in r["server_timing_mean_ms"].items()) or render.NA,
+        ],
+        [
+            "generator CPU",
+            f"{r['generator_cpu_s']:.1f} s on {r['processes']} processes; per process "
+            + ", ".join(f"{100 * s:.0f}%" for s in r["generator_cpu_per_process"])
+            + " of a core",
+        ],
+    ]
     render.console.print(render.table(["", ""], rows, title=f"{r['url']}  ({mode}, {r['duration_s']:.1f} s)"))
     if r["generator_saturated"]:
-        render.err_console.print("warning: a generator process was near 100% of a core: add --processes, or the "
-                                 "figures may measure the generator rather than the server")  # fmt: skip
+        render.err_console.print(
+            "warning: a generator process was near 100% of a core: add --processes, or the "
+            "figures may measure the generator rather than the server"
+        )
     for e in r["errors"]:
         render.err_console.print(f"error seen: {e}")
     if "id" in r:
@@ -96,8 +124,11 @@ def _k8s_command(
     target_rps: float | None = typer.Option(None, "--target-rps", help="Size --min/--max from a stored load test."),
     p99_ms: float = typer.Option(100.0, "--p99-ms", help="With --target-rps: the p99 a replica must keep."),
     workers: int = typer.Option(4, "--workers", help="HTTP processes per pod."),
-    prometheus_url: str = typer.Option("http://prometheus-server.monitoring.svc.cluster.local:80",
-                                       "--prometheus-url", help="Prometheus for the KEDA trigger."),  # fmt: skip
+    prometheus_url: str = typer.Option(
+        "http://prometheus-server.monitoring.svc.cluster.local:80",
+        "--prometheus-url",
+        help="Prometheus for the KEDA trigger.",
+    ),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
 ) -> int:
@@ -111,21 +142,37 @@ def _k8s_command(
         from gpukit.serve._store import open_history
         from gpukit.serve.model import model_info
 
-        rows = open_history(db).loadtests()
+        with open_history(db, create=False) as history:
+            rows = history.loadtests()
         sizing = size_from_loadtests(rows, target_rps, p99_ms, model_info(model).model)
     lo = min_replicas if min_replicas is not None else (sizing["min_replicas"] if sizing else 1)
     hi = max_replicas if max_replicas is not None else (max(lo, sizing["max_replicas"]) if sizing else max(lo, 8))
-    spec = DeploySpec(model=model, image=image, out=out, name=name, namespace=namespace, gpus=gpus, min_replicas=lo,
-                      max_replicas=hi, target_queue=target_queue, workers=workers,
-                      prometheus_url=prometheus_url)  # fmt: skip
+    spec = DeploySpec(
+        model=model,
+        image=image,
+        out=out,
+        name=name,
+        namespace=namespace,
+        gpus=gpus,
+        min_replicas=lo,
+        max_replicas=hi,
+        target_queue=target_queue,
+        workers=workers,
+        prometheus_url=prometheus_url,
+    )
     result = write_deploy(spec, sizing)
     if as_json:
         render.print_json(result)
         return 0
     render.console.print(f"wrote {', '.join(result.files)} to {result.out}")
-    render.console.print(f"replicas {result.min_replicas}–{result.max_replicas}"
-                         + (f" (sized from load test {sizing['loadtest_id']}: {sizing['per_replica_rps']:,.0f} req/s "
-                            f"per replica)" if sizing else ""))  # fmt: skip
+    render.console.print(
+        f"replicas {result.min_replicas}–{result.max_replicas}"
+        + (
+            f" (sized from load test {sizing['loadtest_id']}: {sizing['per_replica_rps']:,.0f} req/s per replica)"
+            if sizing
+            else ""
+        )
+    )
     render.console.print(f"next: docker build -t {image} {out} && kubectl apply -f {out}")
     return 0
 
