@@ -71,11 +71,13 @@ def _serve_command(
         out.print(f"serving {s.url}  (docs {s.url}/docs, metrics {s.url}/metrics)", soft_wrap=True)
         out.print(
             f"model {s.model} {s.image_size}×{s.image_size}, classes {', '.join(s.classes)}; device {s.device}"
-            f"{f', warmed in {s.warmup_s:.2f} s' if s.warmup_s else ''}"
+            f"{f', warmed in {s.warmup_s:.2f} s' if s.warmup_s else ''}",
+            soft_wrap=True,
         )
         out.print(
             f"batching: max {s.max_batch}, wait {s.max_wait_ms:g} ms, queue {s.queue_size}; "
-            f"HTTP processes {s.workers}; API key {s.api_key}"
+            f"HTTP processes {s.workers}; API key {s.api_key}",
+            soft_wrap=True,
         )
 
     def tick(t: Tick) -> None:
@@ -84,16 +86,18 @@ def _serve_command(
         render.err_console.print(
             f"{time.strftime('%H:%M:%S')}  {t.images_per_s:8,.0f} img/s  "
             f"{t.batches_per_s:6,.0f} batches/s (mean {t.mean_batch:5.1f})  "
-            f"queue {t.queue_depth:4d}  expired {t.expired}"
+            f"queue {t.queue_depth:4d}  expired {t.expired}",
+            soft_wrap=True,
         )
 
     end = run(config, started, None if quiet else tick)
     if end.admitted is None:
-        render.err_console.print("stopped: every HTTP process drained")
+        render.err_console.print("stopped: every HTTP process drained", soft_wrap=True)
     else:
         render.err_console.print(
             f"stopped: {end.admitted} requests admitted, {end.answered} answered "
-            f"({end.answered_ok} with 200), {end.cancelled} left by their clients"
+            f"({end.answered_ok} with 200), {end.cancelled} left by their clients",
+            soft_wrap=True,
         )
     return 0
 
