@@ -8,7 +8,7 @@ import typer
 
 # Each module defines ``register(app: typer.Typer) -> None`` and keeps heavy imports inside its commands,
 # so ``gpukit --help`` stays fast.
-COMMAND_MODULES = ("info", "doctor", "bench", "history", "report", "plan", "train")
+COMMAND_MODULES = ("info", "doctor", "bench", "history", "report", "plan", "train", "serve")
 
 
 def build_app() -> typer.Typer:

@@ -1,0 +1,596 @@
+"""`gpukit serve` beside LitServe 0.2.19 on one GPU, same model, images, machine and load generator, in one run.
+
+Steps (≤ 9 minutes on one H200 with its 16-core host; the time guard skips the optional runs past 8):
+ 1. JPEGs: 64×64 (seed CNN) and 224×224 (ResNet-50), generated; a seed-CNN checkpoint from a quick `gpukit train`
+    on the 64×64 ones, a ResNet-50 checkpoint with random weights (throughput does not depend on the weights).
+ 2. ResNet-50 alone on the GPU (uint8 already on the device, bf16 autocast, channels_last), batch 64 and 256.
+ 3. Seed CNN, 64 clients: gpukit (batched; Pillow decoding in its HTTP processes, and --decode nvjpeg), LitServe
+    batched with 1 and 2 workers per device, LitServe unbatched; ResNet-50, 256 clients: gpukit batched with
+    Pillow and with nvJPEG decoding, batching off (--max-batch 1, with the decoding that won), LitServe batched
+    with 1 and 2 workers.
+ 4. Saturation curves (1 … 256 clients) for gpukit and the better LitServe configuration, both models.
+ 5. One cross-check with wrk (if .deb/usr/bin/wrk exists) against gpukit's seed-CNN server at 64 connections.
+Every load comes from `gpukit loadtest` (several processes; its own CPU use is recorded beside each point).
+Writes $OUT/serve_h200.json, serve_h200.png and serve_h200.md.
+
+    OUT=/tmp/out bash benchmarks/scripts/serve_h200.sh          # on the GPU machine
+    python3 benchmarks/scripts/serve_h200.py --out /tmp/o --device cpu --quick   # the CPU smoke path
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+T0 = time.monotonic()
+LOG: list[str] = []
+
+
+def say(msg: str) -> None:
+    line = f"[{time.monotonic() - T0:6.1f}s] {msg}"
+    LOG.append(line)
+    print(line, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{os.environ.get('PYTHONPATH', '')}"}
+
+
+def make_images(folder: Path, size: int, n: int) -> Path:
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(size)
+    for cls, channel in (("cat", 0), ("dog", 2)):
+        (folder / cls).mkdir(parents=True, exist_ok=True)
+        for i in range(n // 2):
+            px = rng.integers(0, 120, (size, size, 3), dtype=np.uint8)
+            px[..., channel] = rng.integers(130, 256, (size, size), dtype=np.uint8)
+            Image.fromarray(px).save(folder / cls / f"{cls}{i:04d}.jpg", quality=90)
+    return folder
+
+
+def checkpoint(folder: Path, model: str, size: int) -> Path:
+    import torch
+
+    from gpukit.train import checkpoint as ck
+    from gpukit.train.models import build_model
+
+    torch.manual_seed(0)
+    net = build_model(model, size, 2)
+    folder.mkdir(parents=True, exist_ok=True)
+    ck.save(
+        folder,
+        "best",
+        {f"model.{k}": v for k, v in net.state_dict().items()},
+        {"model": model, "classes": ["cat", "dog"], "image_size": size},
+    )
+    return folder
+
+
+def train_seed(data: Path, out: Path, device: str, quick: bool) -> tuple[Path, str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpukit",
+        "train",
+        str(data),
+        "--model",
+        "seed-cnn",
+        "--epochs",
+        "1" if quick else "3",
+        "--image-size",
+        "64",
+        "--batch-size",
+        "64",
+        "--device",
+        device,
+        "--out",
+        str(out),
+    ]
+    try:
+        proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=150)
+        if proc.returncode == 0 and (out / "best.json").exists():
+            return out, "gpukit train, " + ("1 epoch" if quick else "3 epochs")
+        say(f"gpukit train failed (rc {proc.returncode}): {proc.stderr[-400:]}")
+    except subprocess.TimeoutExpired:
+        say("gpukit train timed out")
+    return checkpoint(out.with_name("seed-built"), "seed-cnn", 64), "random weights (train failed)"
+
+
+def gpu_alone(model: Path, batches: list[int], device: str) -> dict[str, float]:
+    """ResNet-50 forward throughput with uint8 batches already on the GPU, as the servers run it."""
+    import torch
+
+    from gpukit.train.predict import load_model
+
+    torch.backends.cudnn.benchmark = False
+    loaded = load_model(model, device)
+    net = loaded.net.to(memory_format=torch.channels_last) if device.startswith("cuda") else loaded.net
+    out: dict[str, float] = {}
+    for b in batches:
+        x = torch.randint(0, 256, (b, 3, loaded.image_size, loaded.image_size), dtype=torch.uint8, device=device)
+
+        def step(x: torch.Tensor = x) -> None:
+            with torch.inference_mode(), torch.autocast("cuda", torch.bfloat16, enabled=device.startswith("cuda")):
+                net(x.float().mul_(1 / 255).contiguous(memory_format=torch.channels_last))
+
+        for _ in range(5):
+            step()
+        reps = 30 if device.startswith("cuda") else 2
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(reps):
+                step()
+            end.record()
+            torch.cuda.synchronize()  # the events' times are valid only after this
+            seconds = start.elapsed_time(end) / 1000
+        else:
+            t = time.perf_counter()
+            for _ in range(reps):
+                step()
+            seconds = time.perf_counter() - t
+        out[f"batch_{b}_img_per_s"] = b * reps / seconds
+    return out
+
+
+class Server:
+    def __init__(self, name: str, cmd: list[str], health: str, predict: str) -> None:
+        self.name, self.cmd = name, cmd
+        self.log = open(f"/tmp/serve_h200_{name}.log", "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(cmd, env=env(), stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.health, self.url = health, predict
+
+    def wait(self, timeout: float = 180) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(self.health, timeout=2) as r:
+                    if r.status == 200:
+                        return True
+            except OSError:
+                pass
+            time.sleep(0.3)
+        return False
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(40)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.log.close()
+
+    def tail(self) -> str:
+        return Path(self.log.name).read_text(errors="replace")[-1500:]
+
+
+def gpukit_server(model: Path, device: str, workers: int, max_batch: int, bf16: bool, decode: str = "pil") -> Server:
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpukit",
+        "serve",
+        str(model),
+        "--device",
+        device,
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--max-batch",
+        str(max_batch),
+        "--max-wait-ms",
+        "2",
+        "--queue-size",
+        "4096",
+        "--timeout-s",
+        "30",
+        "--quiet",
+        "--decode",
+        decode,
+    ] + (["--amp", "bf16"] if bf16 else [])
+    name = f"gpukit-w{workers}-b{max_batch}-{decode}"
+    return Server(name, cmd, f"http://127.0.0.1:{port}/readyz", f"http://127.0.0.1:{port}/v1/predict")
+
+
+def litserve_server(model: Path, device: str, workers: int, max_batch: int, bf16: bool) -> Server:
+    port = free_port()
+    cmd = [
+        sys.executable,
+        str(HERE / "litserve_api.py"),
+        "--model",
+        str(model),
+        "--port",
+        str(port),
+        "--workers-per-device",
+        str(workers),
+        "--max-batch-size",
+        str(max_batch),
+        "--batch-timeout",
+        "0.005",
+        "--accelerator",
+        "cuda" if device.startswith("cuda") else "cpu",
+    ] + (["--bf16"] if bf16 else [])
+    name = f"litserve-w{workers}-b{max_batch}"
+    return Server(name, cmd, f"http://127.0.0.1:{port}/health", f"http://127.0.0.1:{port}/predict")
+
+
+def loadtest(url: str, images: Path, concurrency: int, duration: float) -> dict:
+    procs = max(1, min(8, (os.cpu_count() or 2) // 2, (concurrency + 7) // 8))
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpukit",
+        "loadtest",
+        url,
+        "--image",
+        str(images),
+        "--concurrency",
+        str(concurrency),
+        "--duration",
+        f"{duration:g}",
+        "--warmup",
+        "1.5",
+        "--processes",
+        str(procs),
+        "--timeout-s",
+        "30",
+        "--json",
+    ]
+    proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=duration + 90)
+    if proc.returncode != 0:
+        raise RuntimeError(f"loadtest failed: {proc.stderr[-800:]}")
+    doc = json.loads(proc.stdout)
+    keep = (
+        "throughput_rps",
+        "ok_rps",
+        "latency_ms",
+        "statuses",
+        "server_timing_mean_ms",
+        "generator_cpu_s",
+        "generator_cpu_per_process",
+        "generator_saturated",
+        "processes",
+        "requests",
+        "sent",
+        "duration_s",
+        "errors",
+    )
+    return {"concurrency": concurrency, **{k: doc[k] for k in keep}}
+
+
+def wrk_check(url: str, image: Path, duration: float) -> dict | None:
+    wrk = ROOT / ".deb" / "usr" / "bin" / "wrk"
+    if not wrk.exists():
+        return None
+    boundary = "wrkBoundary0123"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{image.name}"\r\n'
+            "Content-Type: image/jpeg\r\n\r\n"
+        ).encode()
+        + image.read_bytes()
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    body_file = Path("/tmp/serve_h200_wrk_body.bin")
+    body_file.write_bytes(body)
+    script = Path("/tmp/serve_h200_wrk.lua")
+    script.write_text(
+        f'local f = io.open("{body_file}", "rb")\nwrk.body = f:read("*all")\nf:close()\n'
+        f'wrk.method = "POST"\nwrk.headers["Content-Type"] = "multipart/form-data; boundary={boundary}"\n'
+    )
+    cmd = [str(wrk), "-t4", "-c64", f"-d{int(duration)}s", "--latency", "-s", str(script), url]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 30)
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", proc.stdout)
+    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", proc.stdout)
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", proc.stdout)
+    scale = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+    return {
+        "tool": "wrk -t4 -c64",
+        "rps": float(rps.group(1)) if rps else None,
+        "p99_ms": float(p99.group(1)) * scale[p99.group(2)] if p99 else None,
+        "non_2xx": int(non2xx.group(1)) if non2xx else 0,
+        "stdout_tail": proc.stdout[-1200:],
+    }
+
+
+def run_config(results: dict, key: str, server: Server, images: Path, points: list[int], duration: float) -> None:
+    say(f"start {server.name} for {key}")
+    if not server.wait():
+        say(f"{server.name} did not become ready:\n{server.tail()}")
+        results["runs"][key] = {"error": "did not start", "log": server.tail()}
+        server.stop()
+        return
+    rows = []
+    try:
+        for c in points:
+            if time.monotonic() - T0 > BUDGET_S and rows:
+                say(f"time guard: skipping the rest of {key}")
+                break
+            row = loadtest(server.url, images, c, duration)
+            p99 = row["latency_ms"]["p99"]
+            say(
+                f"{key} c={c}: {row['throughput_rps']:,.0f} req/s, p99 {p99 if p99 is None else round(p99, 1)} ms, "
+                f"statuses {row['statuses']}, generator CPU {max(row['generator_cpu_per_process']):.0%} max/process"
+            )
+            rows.append(row)
+    except Exception as exc:  # one failing configuration must not lose the others
+        say(f"{key} failed: {exc}")
+        results["runs"][key] = {"error": str(exc), "log": server.tail(), "points": rows}
+        server.stop()
+        return
+    if key == "seed/gpukit" and WRK:
+        results["wrk"] = wrk_check(server.url, next(images.rglob("*.jpg")), duration)
+        say(f"wrk cross-check: {results['wrk']}")
+    server.stop()
+    results["runs"][key] = {"server": server.name, "cmd": server.cmd, "points": rows}
+
+
+def at(results: dict, key: str, c: int) -> dict | None:
+    for row in results["runs"].get(key, {}).get("points", []):
+        if row["concurrency"] == c:
+            return row
+    return None
+
+
+def summarise(results: dict) -> list[str]:
+    lines = []
+
+    def rps(key: str, c: int) -> float | None:
+        row = at(results, key, c)
+        return row["ok_rps"] if row else None
+
+    def p99(key: str, c: int) -> float | None:
+        row = at(results, key, c)
+        return row["latency_ms"]["p99"] if row else None
+
+    lit_best = max(
+        (k for k in ("seed/litserve-w1", "seed/litserve-w2") if rps(k, 64)), key=lambda k: rps(k, 64) or 0, default=None
+    )
+    g = rps("seed/gpukit", 64)
+    if g and lit_best:
+        ratio = g / rps(lit_best, 64)
+        ok = ratio >= 2.5 and (p99("seed/gpukit", 64) or 1e9) <= (p99(lit_best, 64) or 0)
+        lines.append(
+            f"seed CNN, 64 clients: gpukit {g:,.0f} req/s (p99 {p99('seed/gpukit', 64):.1f} ms) vs "
+            f"{lit_best} {rps(lit_best, 64):,.0f} (p99 {p99(lit_best, 64):.1f} ms): {ratio:.2f}× — target "
+            f"≥ 2.5× at a p99 no higher: {'MET' if ok else 'NOT MET'}"
+        )
+    alone = results.get("gpu_alone", {}).get("batch_256_img_per_s")
+    best = max(("resnet/gpukit-pil", "resnet/gpukit-nvjpeg"), key=lambda k: rps(k, 256) or 0)
+    r = rps(best, 256)
+    if r and alone:
+        frac = r / alone
+        ok = frac >= 0.5 and (p99(best, 256) or 1e9) <= 100
+        lines.append(
+            f"ResNet-50, 256 clients: {best} {r:,.0f} req/s (p99 {p99(best, 256):.1f} ms) = "
+            f"{frac:.1%} of GPU-alone {alone:,.0f} img/s — target ≥ 50 % at p99 ≤ 100 ms: "
+            f"{'MET' if ok else 'NOT MET'}"
+        )
+    off = rps("resnet/gpukit-nobatch", 256)
+    if r and off:
+        lines.append(
+            f"ResNet-50 dynamic batching on/off: {r:,.0f} / {off:,.0f} = {r / off:.2f}× — target ≥ 3×: "
+            f"{'MET' if r / off >= 3 else 'NOT MET'}"
+        )
+    for key, run in results["runs"].items():
+        for row in run.get("points", []):
+            if row["generator_saturated"]:
+                lines.append(f"warning: the generator was near a full core at {key} c={row['concurrency']}")
+    return lines
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8.5))
+    for r, model in enumerate(("seed", "resnet")):
+        for key, run in results["runs"].items():
+            pts = run.get("points", [])
+            if not key.startswith(model + "/") or len(pts) < 2:
+                continue
+            cs = [p["concurrency"] for p in pts]
+            label = key.split("/", 1)[1]
+            axes[r][0].plot(cs, [p["ok_rps"] for p in pts], "o-", label=label)
+            axes[r][1].plot(cs, [p["latency_ms"]["p99"] for p in pts], "o-", label=label)
+            axes[r][2].plot(cs, [100 * sum(p["generator_cpu_per_process"]) for p in pts], "o-", label=label)
+        title = "seed CNN, 64×64 JPEG" if model == "seed" else "ResNet-50, 224×224 JPEG"
+        for ax, what in zip(
+            axes[r],
+            ("throughput (req/s with 200)", "p99 latency (ms)", "generator CPU (% of a core)"),
+            strict=True,
+        ):
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("concurrent clients")
+            ax.set_title(f"{title}: {what}", fontsize=9)
+            ax.grid(alpha=0.3)
+            if ax.lines:
+                ax.legend(fontsize=8)
+        axes[r][1].set_yscale("log")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+BUDGET_S = 450.0  # seconds; the shell wrapper kills the run at 560
+WRK = True
+
+
+def main() -> int:
+    global BUDGET_S
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/serve_h200")))
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--quick", action="store_true", help="CPU smoke path: tiny runs, few points")
+    p.add_argument("--skip-litserve", action="store_true")
+    a = p.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    work = Path("/tmp/serve_h200_work")
+    shutil.rmtree(work, ignore_errors=True)
+    cuda = a.device.startswith("cuda")
+    workers = max(2, min(8, (os.cpu_count() or 4) // 2))
+    curve = [1, 8, 64, 256] if not a.quick else [1, 8]
+    if a.quick:
+        BUDGET_S = 300.0
+    results: dict = {
+        "device": a.device,
+        "cpu_count": os.cpu_count(),
+        "workers": workers,
+        "duration_s": a.duration,
+        "runs": {},
+        "versions": versions(),
+    }
+    img64 = make_images(work / "img64", 64, 256 if not a.quick else 32)
+    img224 = make_images(work / "img224", 224, 256 if not a.quick else 16)
+    say("images written")
+    seed, how = train_seed(img64, work / "seed-run", a.device, a.quick)
+    results["seed_checkpoint"] = how
+    resnet = checkpoint(work / "resnet50", "resnet50", 224)
+    say(f"checkpoints ready (seed: {how})")
+    try:
+        results["gpu_alone"] = gpu_alone(resnet, [64, 256] if not a.quick else [4], a.device)
+        say(f"ResNet-50 alone: {results['gpu_alone']}")
+    except Exception as exc:
+        results["gpu_alone"] = {"error": str(exc)}
+    d = a.duration
+    seed_pts = [64] if not a.quick else [8]
+    res_pts = [256] if not a.quick else [8]
+    lit = {
+        "seed/litserve-w2": (seed, 2, 64, False),
+        "seed/litserve-w1": (seed, 1, 64, False),
+        "seed/litserve-unbatched": (seed, 1, 1, False),
+        "resnet/litserve-w1": (resnet, 1, 64, cuda),
+        "resnet/litserve-w2": (resnet, 2, 64, cuda),
+    }
+    # (key, how to start its server, images, clients); servers start one at a time, when their turn comes
+    # Required runs first, optional ones last (the time guard skips from the end): (key, how to start its server,
+    # images, clients); servers start one at a time, when their turn comes.
+    plan = [
+        ("seed/gpukit", lambda: gpukit_server(seed, a.device, workers, 64, False), img64, sorted({*curve, *seed_pts})),
+        ("seed/litserve-w2", None, img64, sorted({*curve, *seed_pts})),
+        ("seed/litserve-w1", None, img64, seed_pts),
+        (
+            "resnet/gpukit-nvjpeg",
+            lambda: gpukit_server(resnet, a.device, workers, 256, cuda, "nvjpeg"),
+            img224,
+            sorted({*curve, *res_pts}),
+        ),
+        ("resnet/gpukit-pil", lambda: gpukit_server(resnet, a.device, workers, 256, cuda), img224, res_pts),
+        # batching off, with the decoding that won at 256 clients (decided when its turn comes)
+        (
+            "resnet/gpukit-nobatch",
+            lambda: gpukit_server(resnet, a.device, workers, 1, cuda, best_decode()),
+            img224,
+            res_pts,
+        ),
+        ("resnet/litserve-w1", None, img224, sorted({*curve, *res_pts})),
+        ("resnet/litserve-w2", None, img224, res_pts),
+        ("seed/litserve-unbatched", None, img64, seed_pts),
+        ("seed/gpukit-nvjpeg", lambda: gpukit_server(seed, a.device, workers, 64, False, "nvjpeg"), img64, seed_pts),
+    ]
+
+    def best_decode() -> str:
+        pil, nv = at(results, "resnet/gpukit-pil", res_pts[-1]), at(results, "resnet/gpukit-nvjpeg", res_pts[-1])
+        return "nvjpeg" if nv and (not pil or nv["ok_rps"] > pil["ok_rps"]) else "pil"
+
+    for key, start, images, points in plan:
+        if start is None and a.skip_litserve:
+            continue
+        if time.monotonic() - T0 > BUDGET_S + 30:
+            say(f"time guard: skipping {key}")
+            continue
+        if start is None:
+            model, w, b, bf16 = lit[key]
+            server = litserve_server(model, a.device, w, b, bf16)
+        else:
+            server = start()
+        run_config(results, key, server, images, points, d)
+        (a.out / "serve_h200.json").write_text(json.dumps({**results, "log": LOG}, indent=2))  # partial, if cut short
+    results["summary"] = summarise(results)
+    results["log"] = LOG
+    (a.out / "serve_h200.json").write_text(json.dumps(results, indent=2))
+    plot(results, a.out / "serve_h200.png")
+    md = [
+        "# gpukit serve vs LitServe",
+        "",
+        f"device {a.device}, {os.cpu_count()} CPU cores, {workers} gpukit HTTP "
+        f"workers, {d:g} s per point after a 1.5 s warm-up; load from `gpukit loadtest`.",
+        "",
+        *[f"- {s}" for s in results["summary"]],
+        "",
+        "| run | clients | req/s (200) | p50 ms | p99 ms | statuses | generator CPU (max per process) |",
+        "| --- | ---: | ---: | ---: | ---: | --- | ---: |",
+    ]
+    for key, run in results["runs"].items():
+        for row in run.get("points", []):
+            lat = row["latency_ms"]
+            p50, p99 = (f"{lat[k]:.1f}" if lat[k] is not None else "n/a" for k in ("p50", "p99"))
+            md.append(
+                f"| {key} | {row['concurrency']} | {row['ok_rps']:,.0f} | {p50} | {p99} | "
+                f"{row['statuses']} | {max(row['generator_cpu_per_process']):.0%} |"
+            )
+        if "error" in run:
+            md.append(f"| {key} | — | failed: {run['error'][:80]} | | | | |")
+    if results.get("wrk"):
+        md += [
+            "",
+            f"wrk cross-check (seed CNN, gpukit, 64 connections): {results['wrk']['rps']} req/s, "
+            f"p99 {results['wrk']['p99_ms']} ms, non-2xx {results['wrk']['non_2xx']}",
+        ]
+    (a.out / "serve_h200.md").write_text("\n".join(md) + "\n")
+    say(f"wrote {a.out}/serve_h200.json, .png, .md")
+    return 0
+
+
+def versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {"python": sys.version.split()[0]}
+    for name in ("torch", "fastapi", "starlette", "uvicorn", "uvloop", "httptools", "litserve", "pillow", "numpy"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    try:
+        out["gpu"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        out["gpu"] = "n/a"
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""`gpukit serve`, `gpukit loadtest`, `gpukit deploy k8s`: the trained model behind HTTP, measured, scaled out."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+from gpukit.cli import render
+from gpukit.errors import ConfigError
+
+_SERVE_EXTRA = "pip install 'gpukit[serve,torch]'"
+
+
+def _need(*modules: str) -> None:
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConfigError(f"gpukit serve needs {', '.join(missing)}, which is not installed", hint=_SERVE_EXTRA)
+
+
+def _serve_command(
+    model: Path = typer.Argument(..., help="A run folder of `gpukit train`, or a checkpoint's .json / .safetensors."),
+    device: str = typer.Option("auto", "--device", help="cpu, cuda or auto."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0 for every interface)."),
+    port: int = typer.Option(8000, "--port", help="Port (0 picks a free one)."),
+    workers: int = typer.Option(1, "--workers", help="HTTP front-end processes feeding the one model process."),
+    max_batch: int = typer.Option(64, "--max-batch", help="Most images per forward pass."),
+    max_wait_ms: float = typer.Option(2.0, "--max-wait-ms", help="Longest a request waits for its batch to fill."),
+    queue_size: int = typer.Option(1024, "--queue-size", help="Requests admitted at once; more get 503."),
+    timeout_s: float = typer.Option(10.0, "--timeout-s", help="A request not answered by then gets 504."),
+    api_key_env: str | None = typer.Option(None, "--api-key-env", help="Require the key held in this env variable."),
+    max_body_mb: float = typer.Option(8.0, "--max-body-mb", help="Larger bodies get 413."),
+    max_pixels: int = typer.Option(40_000_000, "--max-pixels", help="Images with more pixels get 413."),
+    amp: str = typer.Option("off", "--amp", help="off (the same numbers as `gpukit predict`) or bf16 (CUDA)."),
+    cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs", help="One CUDA graph per batch size."),
+    decode: str = typer.Option("pil", "--decode", help="pil (HTTP processes) or nvjpeg (per batch, on the GPU)."),
+    quiet: bool = typer.Option(False, "--quiet", help="No once-a-second throughput line."),
+) -> int:
+    """Serve the trained model over HTTP: POST /v1/predict, /metrics, /docs, an upload page at /."""
+    _need("fastapi", "uvicorn", "prometheus_client", "torch")
+    from gpukit.serve.config import ServeConfig
+    from gpukit.serve.server import Started, Tick, run
+
+    config = ServeConfig(
+        model=model,
+        device=device,
+        host=host,
+        port=port,
+        workers=workers,
+        max_batch=max_batch,
+        max_wait_ms=max_wait_ms,
+        queue_size=queue_size,
+        timeout_s=timeout_s,
+        api_key_env=api_key_env,
+        max_body_mb=max_body_mb,
+        max_pixels=max_pixels,
+        amp=amp,
+        cuda_graphs=cuda_graphs,
+        decode=decode,
+    )
+    config.validate()
+    from gpukit.serve.model import model_info
+
+    model_info(model)  # a bad path fails here, before any process starts
+
+    def started(s: Started) -> None:
+        out = render.err_console
+        out.print(f"serving {s.url}  (docs {s.url}/docs, metrics {s.url}/metrics)", soft_wrap=True)
+        out.print(
+            f"model {s.model} {s.image_size}×{s.image_size}, classes {', '.join(s.classes)}; device {s.device}"
+            f"{f', warmed in {s.warmup_s:.2f} s' if s.warmup_s else ''}",
+            soft_wrap=True,
+        )
+        out.print(
+            f"batching: max {s.max_batch}, wait {s.max_wait_ms:g} ms, queue {s.queue_size}; "
+            f"HTTP processes {s.workers}; API key {s.api_key}",
+            soft_wrap=True,
+        )
+
+    def tick(t: Tick) -> None:
+        if t.images_per_s == 0 and t.queue_depth == 0:
+            return  # idle: no line
+        render.err_console.print(
+            f"{time.strftime('%H:%M:%S')}  {t.images_per_s:8,.0f} img/s  "
+            f"{t.batches_per_s:6,.0f} batches/s (mean {t.mean_batch:5.1f})  "
+            f"queue {t.queue_depth:4d}  expired {t.expired}",
+            soft_wrap=True,
+        )
+
+    end = run(config, started, None if quiet else tick)
+    if end.admitted is None:
+        render.err_console.print("stopped: every HTTP process drained", soft_wrap=True)
+    else:
+        render.err_console.print(
+            f"stopped: {end.admitted} requests admitted, {end.answered} answered "
+            f"({end.answered_ok} with 200), {end.cancelled} left by their clients",
+            soft_wrap=True,
+        )
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    """Add `serve`, `loadtest` and `deploy`."""
+    from gpukit.cli.serve_tools import register_tools
+
+    app.command("serve")(_serve_command)
+    register_tools(app)

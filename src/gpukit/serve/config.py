@@ -1,0 +1,57 @@
+"""Settings of the inference server, one field per `gpukit serve` flag."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpukit.errors import ConfigError
+
+__all__ = ["ServeConfig"]
+
+
+@dataclass
+class ServeConfig:
+    model: Path  # a run folder or a checkpoint's .json / .safetensors (never taken from a request)
+    device: str = "auto"  # cpu, cuda, auto
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 1  # HTTP front-end processes; 1 = HTTP and model in one process, N > 1 = N feeding one model process
+    max_batch: int = 64
+    max_wait_ms: float = 2.0
+    queue_size: int = 1024  # requests admitted at once (reading, decoding, queued, running); more get 503
+    timeout_s: float = 10.0  # a request not answered by then gets 504 and its work is dropped
+    api_key_env: str | None = None  # name of the environment variable holding the API key
+    max_body_mb: float = 8.0
+    max_pixels: int = 40_000_000  # width × height above this is refused before decoding (decompression bombs)
+    amp: str = "off"  # off (the same numbers as `gpukit predict`) or bf16 (autocast on CUDA)
+    cuda_graphs: bool = True  # capture one graph per padded batch size on CUDA
+    decode: str = "pil"  # pil: Pillow in the HTTP processes; nvjpeg: JPEGs decoded per batch in the model process
+    decode_threads: int = 0  # threads decoding images per HTTP process; 0 = chosen from the CPU count
+
+    def validate(self) -> ServeConfig:
+        checks = [
+            (self.workers >= 1, "--workers must be at least 1"),
+            (1 <= self.max_batch <= 4096, "--max-batch must be between 1 and 4096"),
+            (0 <= self.max_wait_ms <= 10_000, "--max-wait-ms must be between 0 and 10000"),
+            (self.queue_size >= 1, "--queue-size must be at least 1"),
+            (self.timeout_s > 0, "--timeout-s must be positive"),
+            (0 < self.max_body_mb <= 1024, "--max-body-mb must be in (0, 1024]"),
+            (self.max_pixels >= 1, "--max-pixels must be at least 1"),
+            (0 <= self.port <= 65535, "--port must be in 0..65535"),
+            (self.amp in ("off", "bf16"), "--amp must be off or bf16"),
+            (self.decode in ("pil", "nvjpeg"), "--decode must be pil or nvjpeg"),
+            (self.device in ("cpu", "cuda", "auto") or self.device.startswith("cuda:"), "--device: cpu, cuda or auto"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+        return self
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 1024 * 1024)
+
+    @property
+    def max_wait_s(self) -> float:
+        return self.max_wait_ms / 1000.0

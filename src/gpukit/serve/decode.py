@@ -1,0 +1,115 @@
+"""Safe image decoding for the server: the format sniffed from the bytes and checked against an allow-list, the pixel
+count checked from the header before any pixel is decoded, and the same resize as `gpukit predict`.
+
+Pillow's own guard against decompression bombs is only a warning up to 2× its limit; here the limit is checked on
+the header's width × height, so a 50,000 × 50,000 PNG of a few kilobytes is refused before it allocates anything.
+Only the first frame of an animated GIF or WebP is used.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+
+from gpukit.serve.request import RequestRejected
+
+__all__ = ["ALLOWED_FORMATS", "batch_decodable", "decode_bytes", "sniff", "warm_decoder"]
+
+ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP")
+# Formats we recognise in order to name them when refusing (415); anything else unrecognised is "not an image" (422).
+_KNOWN_OTHERS: tuple[tuple[bytes, str], ...] = (
+    (b"%PDF", "PDF"),
+    (b"<svg", "SVG"),
+    (b"<?xml", "XML/SVG"),
+    (b"<!doctype html", "HTML"),
+    (b"<html", "HTML"),
+    (b"BM", "BMP"),
+    (b"II*\x00", "TIFF"),
+    (b"MM\x00*", "TIFF"),
+    (b"\x00\x00\x01\x00", "ICO"),
+    (b"PK\x03\x04", "ZIP"),
+    (b"\x1f\x8b", "GZIP"),
+)
+
+
+def sniff(data: bytes) -> str:
+    """The image format the bytes start with: one of ``ALLOWED_FORMATS``, or a 415/422 ``RequestRejected``."""
+    if data[:3] == b"\xff\xd8\xff":
+        return "JPEG"
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return "PNG"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "GIF"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "WEBP"
+    head = data[:256].lstrip().lower()
+    for magic, name in _KNOWN_OTHERS:
+        if head.startswith(magic.lower()):
+            raise RequestRejected(415, "unsupported_format", f"{name} is not accepted; send JPEG, PNG, GIF or WebP")
+    if b"<svg" in head:
+        raise RequestRejected(415, "unsupported_format", "SVG is not accepted; send JPEG, PNG, GIF or WebP")
+    raise RequestRejected(422, "not_an_image", "the body is not a JPEG, PNG, GIF or WebP image")
+
+
+def _open_checked(data: bytes, max_pixels: int) -> tuple[str, Any]:
+    """Sniff, open the header (no pixels decoded yet) and check the pixel count → (format, open image)."""
+    from PIL import Image, UnidentifiedImageError
+
+    if not data:
+        raise RequestRejected(400, "empty", "the body is empty")
+    fmt = sniff(data)
+    try:
+        # no warnings.catch_warnings here: it swaps process-wide filters and is not safe on the decode threads;
+        # the pixel limit below is checked by hand, and Pillow raises DecompressionBombError past 2× its own
+        im = Image.open(io.BytesIO(data), formats=[fmt])
+    except Image.DecompressionBombError as exc:
+        raise RequestRejected(413, "too_many_pixels", f"{fmt} is too large to decode: {exc}") from None
+    except UnidentifiedImageError as exc:
+        raise RequestRejected(400, "corrupt", f"{fmt} header could not be read: {exc}") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise RequestRejected(400, "corrupt", f"{fmt} header is corrupt: {exc}") from None
+    width, height = im.size
+    if width < 1 or height < 1:
+        im.close()
+        raise RequestRejected(400, "corrupt", f"{fmt} has no pixels ({width}×{height})")
+    if width * height > max_pixels:
+        im.close()
+        raise RequestRejected(
+            413, "too_many_pixels", f"{width}×{height} = {width * height:,} pixels is over the limit of {max_pixels:,}"
+        )
+    return fmt, im
+
+
+def batch_decodable(data: bytes, max_pixels: int) -> bool:
+    """Whether the model process may decode these bytes itself (``--decode nvjpeg``): a baseline-or-progressive
+    JPEG in RGB or grayscale, within the pixel limit, ending with its end-of-image marker (a truncated one goes the
+    Pillow path, which names the problem). Only the header is read; raises like ``decode_bytes`` for bad input."""
+    fmt, im = _open_checked(data, max_pixels)
+    with im:
+        return fmt == "JPEG" and im.mode in ("RGB", "L") and data.rstrip(b"\0")[-2:] == b"\xff\xd9"
+
+
+def decode_bytes(data: bytes, size: int, max_pixels: int) -> np.ndarray:
+    """Bytes → uint8 (3, size, size) RGB, exactly as ``gpukit.train.data.decode_image`` does for a file."""
+    from PIL import Image
+
+    fmt, im = _open_checked(data, max_pixels)
+    with im:
+        try:
+            im.draft("RGB", (size, size))  # as decode_image: JPEG decoders downscale by 1/2..1/8 first
+            rgb = im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
+        except (OSError, SyntaxError, ValueError, EOFError) as exc:
+            raise RequestRejected(400, "corrupt", f"{fmt} is truncated or corrupt: {exc}") from None
+    return np.asarray(rgb, dtype=np.uint8).transpose(2, 0, 1).copy()
+
+
+def warm_decoder(size: int) -> None:
+    """Decode one small JPEG and PNG now, so the first request does not pay for Pillow's plugin imports (~100 ms)."""
+    from PIL import Image
+
+    for fmt in ("JPEG", "PNG"):
+        buf = io.BytesIO()
+        Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(buf, fmt)
+        decode_bytes(buf.getvalue(), size, 64 * 64)

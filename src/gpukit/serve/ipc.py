@@ -1,0 +1,128 @@
+"""The pipe between an HTTP worker process and the one model process.
+
+A request is one message: a 16-byte header (request id, deadline on the shared ``time.monotonic()`` clock, which
+is CLOCK_MONOTONIC for every process of a Linux host) and the decoded uint8 image, 12 KiB at 64×64, 147 KiB at
+224×224. A reply is a header (id, status, queue and inference seconds, batch size, queue depth) and the
+probabilities as float32. ``multiprocessing`` pipes are Unix sockets: one ``send_bytes`` is one message, no pickling.
+The worker's ``PipeClient`` looks like the ``Batcher`` to the HTTP code; ``serve_pipe`` feeds the real one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+from gpukit.serve.batcher import Batcher, Outcome, QueueFull
+
+__all__ = ["PipeClient", "serve_pipe"]
+
+_REQ = struct.Struct("<QdB")  # id, deadline, kind (0: uint8 pixels, 1: JPEG bytes for the model process to decode)
+_REP = struct.Struct("<QBddII")  # id, status, queue_s, infer_s, batch size, queue depth
+_OK, _FULL, _TIMEOUT, _ERROR = 0, 1, 2, 3
+_STATUS = {_FULL: "full", _TIMEOUT: "timeout"}
+
+
+class PipeClient:
+    """Worker side: ``submit`` writes the image to the pipe; a reader thread hands each reply to its callback."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._ids = itertools.count(1)
+        self._pending: dict[int, Callable[[Outcome], None]] = {}
+        self._lock = threading.Lock()
+        self._depth = 0
+        self.closed = False
+        threading.Thread(target=self._read, name="gpukit-pipe-reader", daemon=True).start()
+
+    @property
+    def depth(self) -> int:
+        return self._depth  # as of the last reply
+
+    def submit(self, image: np.ndarray | bytes, deadline: float, callback: Callable[[Outcome], None]) -> None:
+        if self.closed:
+            raise QueueFull
+        rid = next(self._ids)
+        self._pending[rid] = callback
+        kind, payload = (1, image) if isinstance(image, bytes) else (0, image.tobytes())
+        with self._lock:
+            self.conn.send_bytes(_REQ.pack(rid, deadline, kind) + payload)
+
+    def _read(self) -> None:
+        try:
+            while True:
+                msg = self.conn.recv_bytes()
+                rid, status, queue_s, infer_s, batch, depth = _REP.unpack_from(msg)
+                self._depth = depth
+                callback = self._pending.pop(rid, None)
+                if callback is None:
+                    continue
+                if status == _OK:
+                    probs = np.frombuffer(msg, np.float32, offset=_REP.size).tolist()
+                    callback(Outcome(probs, queue_s, infer_s, batch))
+                else:
+                    error = _STATUS.get(status) or msg[_REP.size :].decode(errors="replace")
+                    callback(Outcome(None, queue_s, infer_s, batch, error))
+        except (EOFError, OSError):  # the model process went away: every waiting request fails now, not at its deadline
+            self.closed = True
+            for callback in list(self._pending.values()):
+                callback(Outcome(None, 0.0, 0.0, 0, "the model process exited"))
+            self._pending.clear()
+
+
+def serve_pipe(conn: Connection, batcher: Batcher, shape: tuple[int, int, int]) -> threading.Thread:
+    """Model side: a thread that reads one worker's requests into the batcher and writes the replies back."""
+    lock = threading.Lock()
+    nbytes = int(np.prod(shape))
+
+    def reply(rid: int, status: int, outcome: Outcome | None, tail: bytes) -> None:
+        head = _REP.pack(
+            rid,
+            status,
+            outcome.queue_s if outcome else 0.0,
+            outcome.infer_s if outcome else 0.0,
+            outcome.batch_size if outcome else 0,
+            batcher.depth,
+        )
+        try:
+            with lock:
+                conn.send_bytes(head + tail)
+        except OSError:
+            pass  # the worker went away; its requests are gone with it
+
+    def loop() -> None:
+        while True:
+            try:
+                msg = conn.recv_bytes()
+            except (EOFError, OSError):
+                return
+            rid, deadline, kind = _REQ.unpack_from(msg)
+            image: np.ndarray | bytes
+            if kind == 1:
+                image = msg[_REQ.size :]
+            elif len(msg) == _REQ.size + nbytes:
+                image = np.frombuffer(msg, np.uint8, offset=_REQ.size).reshape(shape)
+            else:
+                reply(rid, _ERROR, None, b"image of the wrong size")
+                continue
+
+            def done(outcome: Outcome, rid: int = rid) -> None:
+                if outcome.error is None and outcome.probs is not None:
+                    reply(rid, _OK, outcome, np.asarray(outcome.probs, np.float32).tobytes())
+                elif outcome.error == "timeout":
+                    reply(rid, _TIMEOUT, outcome, b"")
+                else:
+                    reply(rid, _ERROR, outcome, (outcome.error or "error").encode())
+
+            try:
+                batcher.submit(image, deadline, done)
+            except QueueFull:
+                reply(rid, _FULL, None, b"")
+
+    thread = threading.Thread(target=loop, name="gpukit-pipe", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,300 @@
+"""Running the server: one process (HTTP and model together), or N HTTP worker processes feeding one model process.
+
+With ``--workers N`` (N > 1) this process loads the model and runs the batcher; it starts N worker processes
+(``spawn``: none of them imports torch), each with its own uvicorn (uvloop + httptools when installed) on its own
+listening socket bound with ``SO_REUSEPORT`` to the same port, so the kernel spreads connections over them. Each
+worker reads bodies, decodes images on its own threads and sends the uint8 pixels down its pipe (``ipc.py``).
+SIGTERM (or Ctrl-C): stop admitting (readyz → 503, new predictions → 503), finish every admitted request, exit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpukit.errors import ConfigError, ServeError
+from gpukit.serve.config import ServeConfig
+
+__all__ = ["Started", "Stopped", "Tick", "listen_socket", "run"]
+
+
+@dataclass
+class Started:
+    url: str
+    model: str
+    device: str
+    classes: tuple[str, ...]
+    image_size: int
+    workers: int
+    max_batch: int
+    max_wait_ms: float
+    queue_size: int
+    api_key: str  # "on (GPUKIT_KEY)", "off", or "missing: …"
+    warmup_s: float
+
+
+@dataclass
+class Stopped:
+    """How the server ended: in one process, the requests admitted and answered (equal after a clean drain)."""
+
+    admitted: int | None
+    answered: int | None
+    answered_ok: int | None
+    cancelled: int | None
+
+
+@dataclass
+class Tick:
+    images_per_s: float
+    batches_per_s: float
+    mean_batch: float
+    queue_depth: int
+    expired: int
+
+
+def listen_socket(host: str, port: int, reuse_port: bool = False, listen: bool = True) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}", hint="choose another --port") from None
+    if listen:
+        sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def uvicorn_server(app: Any, config: ServeConfig, on_exit: Callable[[], None]) -> Any:
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            on_exit()  # readyz → 503 and new requests → 503 first; uvicorn then waits for the admitted ones
+            super().handle_exit(sig, frame)
+            captured = getattr(self, "_captured_signals", None)
+            if isinstance(captured, list) and sig in captured:
+                captured.remove(sig)  # a clean drain exits 0 (uvicorn would re-raise the signal after it)
+
+    cfg = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        loop="auto",
+        http="auto",
+        timeout_graceful_shutdown=int(config.timeout_s) + 5,
+        timeout_keep_alive=30,
+    )
+    return DrainingServer(cfg)
+
+
+def _api_key_state(config: ServeConfig) -> str:
+    if not config.api_key_env:
+        return "off"
+    if not os.environ.get(config.api_key_env):
+        raise ConfigError(
+            f"--api-key-env {config.api_key_env}: that environment variable is empty or unset",
+            hint=f"export {config.api_key_env}=<a long random key>, or leave --api-key-env out",
+        )
+    return f"on (from ${config.api_key_env})"
+
+
+def run(config: ServeConfig, on_started: Callable[[Started], None], on_tick: Callable[[Tick], None] | None) -> Stopped:
+    """Serve until SIGTERM/SIGINT, then drain; returns how it ended."""
+    config.validate()
+    key_state = _api_key_state(config)
+    if config.workers == 1:
+        return _run_one(config, key_state, on_started, on_tick)
+    _run_many(config, key_state, on_started, on_tick)
+    return Stopped(None, None, None, None)  # the counts live in the workers; /metrics had them
+
+
+def _ticker(stats_of: Callable[[], tuple[Any, int]], on_tick: Callable[[Tick], None] | None) -> threading.Event:
+    stop = threading.Event()
+    if on_tick is None:
+        return stop
+
+    def loop() -> None:
+        stats, _ = stats_of()
+        last = (stats.images, stats.batches, time.monotonic())
+        while not stop.wait(1.0):
+            stats, depth = stats_of()
+            now = time.monotonic()
+            images, batches, dt = stats.images - last[0], stats.batches - last[1], now - last[2]
+            last = (stats.images, stats.batches, now)
+            on_tick(Tick(images / dt, batches / dt, images / batches if batches else 0.0, depth, stats.expired))
+
+    threading.Thread(target=loop, daemon=True).start()
+    return stop
+
+
+def _url(config: ServeConfig, sock: socket.socket) -> str:
+    port = sock.getsockname()[1]
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    return f"http://{host}:{port}"
+
+
+def _run_one(
+    config: ServeConfig, key_state: str, on_started: Callable[[Started], None], on_tick: Callable[[Tick], None] | None
+) -> Stopped:
+    from gpukit.serve.app import create_app
+    from gpukit.serve.batcher import BatchStats
+
+    sock = listen_socket(config.host, config.port)
+    app = create_app(config.model, config)
+    core = app.state.core
+    server = uvicorn_server(app, config, lambda: setattr(core, "draining", True))
+
+    def announce() -> None:  # once the model has loaded (or failed to)
+        while core.info is None and core.load_error is None:
+            time.sleep(0.05)
+        if core.load_error is None:
+            runner = core.runner
+            on_started(
+                Started(
+                    _url(config, sock),
+                    runner.info.model,
+                    runner.device,
+                    runner.info.classes,
+                    runner.info.image_size,
+                    1,
+                    config.max_batch,
+                    config.max_wait_ms,
+                    config.queue_size,
+                    key_state,
+                    runner.warmup_s,
+                )
+            )
+
+    threading.Thread(target=announce, daemon=True).start()
+    stop = _ticker(
+        lambda: (
+            core.submitter.stats if core.submitter else BatchStats(),
+            core.submitter.depth if core.submitter else 0,
+        ),
+        on_tick,
+    )
+    try:
+        server.run(sockets=[sock])
+    finally:
+        stop.set()
+        sock.close()
+    if core.load_error:
+        raise ServeError(f"the model could not be loaded: {core.load_error}")
+    return Stopped(core.admitted, core.answered, core.answered_ok, core.cancelled)
+
+
+def _run_many(
+    config: ServeConfig, key_state: str, on_started: Callable[[Started], None], on_tick: Callable[[Tick], None] | None
+) -> None:
+    import multiprocessing as mp
+
+    metrics_dir = tempfile.mkdtemp(prefix="gpukit-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # before prometheus_client is imported, here and in workers
+    placeholder = listen_socket(config.host, config.port, reuse_port=True, listen=False)  # holds the port
+    config.port = placeholder.getsockname()[1]
+    try:
+        from gpukit.serve.batcher import Batcher
+        from gpukit.serve.ipc import serve_pipe
+        from gpukit.serve.metrics import Metrics
+        from gpukit.serve.model import ModelRunner
+        from gpukit.serve.worker import worker_main
+
+        sys.setswitchinterval(0.0005)  # many pipe threads and one batcher here: hand the GIL over sooner than 5 ms
+        runner = ModelRunner(config.model, config.device, config.max_batch, config.amp, config.cuda_graphs)
+        if config.decode == "nvjpeg":
+            runner.warm_batch_decoder()
+        metrics = Metrics(multiprocess=True)
+        batcher = Batcher(
+            runner,
+            config.max_batch,
+            config.max_wait_s,
+            config.queue_size,
+            lambda n, s: metrics.observe_batch(n, runner.gpu_memory_bytes(), batcher.depth),
+        )
+        batcher.start()
+        shape = (3, runner.info.image_size, runner.info.image_size)
+        ctx = mp.get_context("spawn")
+        procs = []
+        for i in range(config.workers):
+            parent, child = ctx.Pipe(duplex=True)
+            proc = ctx.Process(target=worker_main, args=(config, runner.info, child, i), name=f"gpukit-http-{i}")
+            proc.start()
+            child.close()
+            serve_pipe(parent, batcher, shape)
+            procs.append(proc)
+        stopping = threading.Event()
+
+        def on_signal(sig: int, frame: Any) -> None:
+            stopping.set()
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        _wait_listening(config, procs)
+        on_started(
+            Started(
+                f"http://{config.host}:{config.port}",
+                runner.info.model,
+                runner.device,
+                runner.info.classes,
+                runner.info.image_size,
+                config.workers,
+                config.max_batch,
+                config.max_wait_ms,
+                config.queue_size,
+                key_state,
+                runner.warmup_s,
+            )
+        )
+        stop_ticks = _ticker(lambda: (batcher.stats, batcher.depth), on_tick)
+        while not stopping.wait(0.2):
+            dead = [p for p in procs if not p.is_alive()]
+            if dead:
+                stopping.set()
+                raise ServeError(f"HTTP worker {dead[0].name} exited with code {dead[0].exitcode}")
+        stop_ticks.set()
+        for proc in procs:  # each worker drains: no new admissions, every admitted request answered
+            if proc.is_alive() and proc.pid is not None:
+                os.kill(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            proc.join(config.timeout_s + 10)
+        batcher.stop()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    finally:
+        for proc in locals().get("procs", []):
+            if proc.is_alive():
+                proc.kill()
+        placeholder.close()
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+
+
+def _wait_listening(config: ServeConfig, procs: list[Any], timeout_s: float = 60.0) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    host = "127.0.0.1" if config.host in ("0.0.0.0", "") else ("::1" if config.host == "::" else config.host)
+    url = f"http://{f'[{host}]' if ':' in host else host}:{config.port}/healthz"
+    while time.monotonic() < deadline:
+        if any(not p.is_alive() for p in procs):
+            raise ServeError("an HTTP worker exited while starting")
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise ServeError(f"the HTTP workers did not answer {url} within {timeout_s:.0f} s")

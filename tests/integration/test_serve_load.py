@@ -1,0 +1,176 @@
+"""`gpukit serve` under load, as a real server in a subprocess: overload gets 503 + Retry-After with bounded memory,
+a request past its deadline gets 504, SIGTERM during load loses no admitted request, and `gpukit loadtest` against a
+several-process server counts exactly what the server's metrics count."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("torch")
+
+from serve_harness import metric, post_image, request, start_server
+from serve_testdata import image_bytes, make_checkpoint
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_checkpoint(tmp_path_factory.mktemp("serve-load") / "run")
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("img") / "a.jpg"
+    path.write_bytes(image_bytes("JPEG", size=(64, 48)))
+    return path
+
+
+def test_overload_gets_503_with_bounded_memory_and_deadline_gets_504(model, image):
+    # a slow batcher (waits 150 ms to fill batches of 4) with room for 8 requests; deadline 0.1 s
+    srv = start_server(
+        model, "--queue-size", "8", "--max-batch", "4", "--max-wait-ms", "150", "--timeout-s", "0.1", "--quiet"
+    )
+    try:
+        status, headers, body = post_image(srv.url, image.read_bytes())  # alone: waits 150 ms for a batch, dies at 100
+        assert status == 504 and json.loads(body)["error"] == "timeout"
+        assert request(srv.url + "/readyz")[0] == 200
+        from gpukit.serve.loadtest import LoadSpec, run_loadtest
+
+        rss0 = srv.rss_bytes()
+        spec = LoadSpec(
+            url=srv.url + "/v1/predict",
+            images=[image],
+            concurrency=48,
+            duration_s=3,
+            warmup_s=0,
+            processes=2,
+            timeout_s=10,
+        )
+        result = run_loadtest(spec)
+        rss1 = srv.rss_bytes()
+        assert result.statuses.get("503", 0) > 0  # the queue bound answered at once
+        assert set(result.statuses) <= {"503", "504", "200"}  # never a 5xx of another kind, never a dropped socket
+        assert rss1 - rss0 < 150 * 2**20  # memory stays bounded under overload
+        metrics = request(srv.url + "/metrics")[2].decode()
+        served = sum(
+            metric(metrics, "gpukit_requests_total", f'route="/v1/predict",status="{c}"') for c in (200, 503, 504)
+        )
+        assert served == result.sent + 1  # the one 504 above, and every request the generator sent
+        assert metric(metrics, "gpukit_in_flight") == 0
+        status, headers, _ = post_image(srv.url, image.read_bytes())
+        assert status in (504, 503) and ("retry-after" in headers) == (status == 503)
+    finally:
+        assert srv.stop() == 0
+
+
+def test_sigterm_during_load_loses_no_admitted_request(model, image):
+    srv = start_server(model, "--max-wait-ms", "20", "--quiet")
+    outcomes: list[int | str] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def client() -> None:
+        while not stop.is_set():
+            try:
+                status, _, _ = post_image(srv.url, image.read_bytes())
+            except OSError as exc:  # refused after the listener closed: never admitted
+                status = type(exc).__name__
+            with lock:
+                outcomes.append(status)
+            if status != 200 and status != 503:
+                time.sleep(0.02)
+
+    threads = [threading.Thread(target=client) for _ in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(2.0)
+    srv.proc.send_signal(signal.SIGTERM)
+    code = srv.proc.wait(60)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert code == 0
+    for _ in range(50):  # the log pump may be a line behind the exit
+        if srv.log and srv.log[-1].startswith("stopped:"):
+            break
+        time.sleep(0.1)
+    m = re.fullmatch(
+        r"stopped: (\d+) requests admitted, (\d+) answered \((\d+) with 200\), (\d+) left by their "
+        r"clients",
+        srv.log[-1],
+    )
+    assert m, srv.log
+    admitted, answered, ok, cancelled = map(int, m.groups())
+    assert admitted == answered and cancelled == 0
+    assert outcomes.count(200) == ok > 20  # every 200 the server gave reached its client, and load was real
+    assert set(outcomes) <= {
+        200,
+        503,
+        "URLError",
+        "ConnectionRefusedError",
+        "RemoteDisconnected",
+        "ConnectionResetError",
+    }
+
+
+def _check_batch_decoding(srv, model, tmp_path, run_cli) -> None:
+    """--decode nvjpeg: JPEGs decoded with their batch in the model process (torchvision's decoder on a CPU)."""
+    good = tmp_path / "small.jpg"
+    good.write_bytes(image_bytes("JPEG", size=(16, 16), seed=5))  # the model's size: no resize, same pixels as Pillow
+    res = run_cli("predict", str(model), str(good), "--device", "cpu", "--json")
+    want = json.loads(res.stdout)[0]
+    status, _, body = post_image(srv.url, good.read_bytes())
+    assert status == 200 and json.loads(body)["probability"] == pytest.approx(want["probability"], abs=1e-6)
+    data = good.read_bytes()
+    broken = data[:20] + b"\0" * 30 + data[50:]  # a valid start and end, garbage tables: fails in the batch decoder
+    status, _, body = post_image(srv.url, broken)
+    assert status == 400 and json.loads(body)["error"] == "corrupt"
+    assert post_image(srv.url, data[: len(data) // 2])[0] == 400  # truncated: goes the Pillow path, refused there
+    cmyk = image_bytes("JPEG", size=(20, 20), mode="CMYK")
+    assert post_image(srv.url, cmyk)[0] == 200  # not RGB/gray: decoded by Pillow in the worker
+    assert post_image(srv.url, image_bytes("PNG"), "x.png", "image/png")[0] == 200
+
+
+def test_loadtest_counts_match_the_metrics_of_a_several_process_server(model, image, run_cli, tmp_path):
+    srv = start_server(model, "--workers", "2", "--decode", "nvjpeg", "--quiet")
+    try:
+        _check_batch_decoding(srv, model, tmp_path, run_cli)
+        before = request(srv.url + "/metrics")[2].decode()
+        res = run_cli(
+            "loadtest",
+            srv.url + "/v1/predict",
+            "--image",
+            str(image),
+            "--concurrency",
+            "8",
+            "--duration",
+            "2",
+            "--warmup",
+            "0.5",
+            "--processes",
+            "2",
+            "--json",
+        )
+        assert res.exit_code == 0, res.stderr
+        doc = json.loads(res.stdout)
+        after = request(srv.url + "/metrics")[2].decode()
+        ok = 'route="/v1/predict",status="200"'
+        served = metric(after, "gpukit_requests_total", ok) - metric(before, "gpukit_requests_total", ok)
+        assert doc["statuses"] == {"200": doc["requests"]} and doc["requests"] > 20
+        assert served == doc["sent"]  # every request sent (warm-up and tail included) was counted once
+        assert metric(after, "gpukit_images_total") - metric(before, "gpukit_images_total") == doc["sent"]
+        assert doc["throughput_rps"] == pytest.approx(doc["requests"] / doc["duration_s"])
+        lat = doc["latency_ms"]
+        assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
+        assert set(doc["server_timing_mean_ms"]) >= {"decode", "queue", "infer", "total"}
+        assert len(doc["generator_cpu_per_process"]) == 2 and doc["generator_cpu_s"] > 0
+        assert doc["model"]["model"] == "seed-cnn"
+    finally:
+        assert srv.stop() == 0

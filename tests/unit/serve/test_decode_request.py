@@ -1,0 +1,99 @@
+"""Safe decoding and body parsing: formats sniffed from the bytes, the pixel limit before decoding, the same pixels
+as `gpukit predict`'s decoder, and a strict multipart splitter."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from serve_testdata import image_bytes
+
+from gpukit.serve.decode import decode_bytes, sniff
+from gpukit.serve.metrics import server_timing
+from gpukit.serve.request import RequestRejected, images_from_body, read_body
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP", "GIF"])
+def test_decode_matches_predicts_decoder(tmp_path, fmt):
+    from gpukit.train.data import decode_image
+
+    data = image_bytes(fmt, size=(73, 41), seed=3)
+    path = tmp_path / f"x.{fmt.lower()}"
+    path.write_bytes(data)
+    got = decode_bytes(data, 24, 10**6)
+    assert got.shape == (3, 24, 24) and got.dtype == np.uint8
+    assert np.array_equal(got, decode_image(str(path), 24))
+
+
+@pytest.mark.parametrize(
+    ("data", "status", "code"),
+    [
+        (b"%PDF-1.7 ...", 415, "unsupported_format"),
+        (b"  <svg xmlns='x'/>", 415, "unsupported_format"),
+        (b"<!DOCTYPE html><p>", 415, "unsupported_format"),
+        (b"BM\x00\x00", 415, "unsupported_format"),
+        (b"hello world", 422, "not_an_image"),
+        (b"\xff\xd8\xff\xe0garbage", 400, "corrupt"),
+        (b"", 400, "empty"),
+    ],
+)
+def test_refusals_name_the_problem(data, status, code):
+    with pytest.raises(RequestRejected) as info:
+        decode_bytes(data, 16, 10**6)
+    assert (info.value.status, info.value.code) == (status, code)
+    assert info.value.to_dict()["detail"]
+
+
+def test_pixel_limit_is_checked_before_decoding():
+    data = image_bytes("PNG", size=(300, 200))
+    assert decode_bytes(data, 16, 60_000).shape == (3, 16, 16)
+    with pytest.raises(RequestRejected, match="60,000 pixels is over the limit of 59,999") as info:
+        decode_bytes(data, 16, 59_999)
+    assert info.value.status == 413
+    assert sniff(data) == "PNG"
+
+
+def _chunks(*parts: bytes):
+    async def gen():
+        for p in parts:
+            yield p
+
+    return gen()
+
+
+def test_body_limit_while_reading():
+    assert asyncio.run(read_body(_chunks(b"ab", b"cd"), None, 4)) == b"abcd"
+    with pytest.raises(RequestRejected) as info:
+        asyncio.run(read_body(_chunks(b"ab", b"cde"), None, 4))
+    assert info.value.status == 413
+    with pytest.raises(RequestRejected, match="5 bytes"):
+        asyncio.run(read_body(_chunks(), "5", 4))  # a declared length over the limit: refused unread
+    with pytest.raises(RequestRejected, match="not a number"):
+        asyncio.run(read_body(_chunks(), "five", 4))
+
+
+def test_multipart_splitting():
+    body = (
+        b'--XyZ\r\nContent-Disposition: form-data; name="note"\r\n\r\nhi\r\n'
+        b'--XyZ\r\nContent-Disposition: form-data; name="file"; filename="a.png"\r\nContent-Type: image/png\r\n\r\n'
+        b"\x89PNG\r\n--not-a-boundary\r\n"
+        b'--XyZ\r\nContent-Disposition: form-data; name="files"; filename="b.jpg"\r\n\r\nJPEGDATA\r\n--XyZ--\r\n'
+    )
+    files = images_from_body("multipart/form-data; boundary=XyZ", body, many=True)
+    assert files == [b"\x89PNG\r\n--not-a-boundary", b"JPEGDATA"]
+    with pytest.raises(RequestRejected, match="one image per request"):
+        images_from_body("multipart/form-data; boundary=XyZ", body, many=False)
+    with pytest.raises(RequestRejected, match="truncated"):
+        images_from_body("multipart/form-data; boundary=XyZ", body[:-10], many=True)
+    with pytest.raises(RequestRejected) as info:
+        images_from_body("text/plain", b"x", many=False)
+    assert info.value.status == 415
+    assert images_from_body("image/jpeg", b"raw", many=False) == [b"raw"]
+
+
+def test_server_timing_header():
+    header = server_timing({"read": 0.0001, "decode": 0.002, "queue": 0.0005, "infer": 0.003, "encode": 1e-5}, 0.006)
+    assert header == (
+        "read;dur=0.100, decode;dur=2.000, queue;dur=0.500, infer;dur=3.000, encode;dur=0.010, total;dur=6.000"
+    )

@@ -1,0 +1,127 @@
+"""The load generator: it loads only loopback or named hosts, builds valid multipart requests, and measures a trivial
+server with the right counts (and far faster than any model server needs)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from gpukit.errors import ConfigError
+from gpukit.serve.loadtest import LoadSpec, build_request, check_target, run_loadtest
+from gpukit.serve.request import images_from_body
+
+
+def test_only_loopback_or_named_hosts():
+    assert check_target("http://127.0.0.1:8000", ()) == ("127.0.0.1", 8000, "/v1/predict")
+    assert check_target("http://localhost:81/v1/predict/batch", ())[2] == "/v1/predict/batch"
+    assert check_target("http://[::1]:9000/x?y=1", ()) == ("::1", 9000, "/x?y=1")
+    with pytest.raises(ConfigError, match="not a loopback") as info:
+        check_target("http://10.0.0.5:8000/v1/predict", ())
+    assert "--allow-host 10.0.0.5" in (info.value.hint or "")
+    assert check_target("http://10.0.0.5:8000/v1/predict", ("10.0.0.5",))[0] == "10.0.0.5"
+    with pytest.raises(ConfigError):
+        check_target("https://127.0.0.1/", ())
+
+
+def test_built_request_is_a_form_the_server_reads(tmp_path):
+    img = tmp_path / "a.png"
+    img.write_bytes(b"\x89PNG\r\n\x1a\nDATA")
+    raw = build_request("127.0.0.1", 8000, "/v1/predict", img, "k", raw=False)
+    head, _, body = raw.partition(b"\r\n\r\n")
+    headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:])
+    assert int(headers["Content-Length"]) == len(body) and headers["X-API-Key"] == "k"
+    assert images_from_body(headers["Content-Type"], body, many=False) == [img.read_bytes()]
+
+
+class Trivial:
+    """A minimal keep-alive HTTP server that answers 200 with a Server-Timing header and counts requests."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        threading.Thread(target=self.loop.run_until_complete, args=(self.main(),), daemon=True).start()
+        assert self.ready.wait(10)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(
+                    next(h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
+                )
+                await reader.readexactly(length)
+                self.count += 1
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nServer-Timing: infer;dur=1.5, total;dur=2\r\n\r\n{}"
+                )
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    async def main(self) -> None:
+        server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        self.port = server.sockets[0].getsockname()[1]
+        self.ready.set()
+        await server.serve_forever()
+
+
+@pytest.mark.parametrize("rate", [None, 100.0])
+def test_counts_and_timing_against_a_trivial_server(tmp_path, rate):
+    img = tmp_path / "a.jpg"
+    img.write_bytes(b"\xff\xd8\xff" + b"x" * 1000)
+    srv = Trivial()
+    spec = LoadSpec(
+        url=f"http://127.0.0.1:{srv.port}/v1/predict",
+        images=[img],
+        concurrency=4,
+        duration_s=1.0,
+        warmup_s=0.2,
+        rate=rate,
+        processes=1,
+    )
+    r = run_loadtest(spec)
+    assert r.sent == srv.count  # every request sent was seen once
+    assert r.statuses == {"200": r.requests} and r.requests > 50
+    assert r.server_timing_ms["infer"] == pytest.approx(1.5 * r.requests)
+    assert r.server_timing_mean_ms["total"] == pytest.approx(2.0)
+    assert r.generator_cpu_s > 0 and len(r.generator_cpu_per_process) == 1
+    if rate:  # open loop: the arrivals keep their rate (a loaded CI box may miss a few; they are counted, not sent)
+        assert r.mode == "open" and r.missed <= 0.1 * rate
+        assert (r.throughput_rps + r.missed / r.duration_s) == pytest.approx(rate, rel=0.2)
+    else:
+        assert r.mode == "closed" and r.throughput_rps > 200
+
+
+def test_loadtest_save_goes_to_the_results_history(run_cli, tmp_path):
+    from gpukit.serve._store import open_history
+
+    img = tmp_path / "a.jpg"
+    img.write_bytes(b"\xff\xd8\xff" + b"x" * 100)
+    srv = Trivial()
+    db = tmp_path / "results.db"
+    url = f"http://127.0.0.1:{srv.port}/v1/predict"
+    res = run_cli(
+        "loadtest",
+        url,
+        "--image",
+        str(img),
+        "--duration",
+        "0.5",
+        "--warmup",
+        "0",
+        "--concurrency",
+        "2",
+        "--processes",
+        "1",
+        "--save",
+        "--db",
+        str(db),
+        "--json",
+    )
+    assert res.exit_code == 0, res.stderr
+    doc = __import__("json").loads(res.stdout)
+    with open_history(db, create=False) as h:
+        (row,) = h.loadtests()
+    assert row["id"] == doc["id"] and row["url"] == url and row["sent"] == doc["sent"] == srv.count
