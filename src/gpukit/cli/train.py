@@ -102,7 +102,7 @@ def _train_command(
     zoom: float | None = typer.Option(None, "--zoom", help="Zoom range: factors in [1-z, 1+z] (the seed's 0.2)."),
     rotation_deg: float | None = typer.Option(None, "--rotation-deg", help="Rotation range in degrees (0)."),
     colour: float | None = typer.Option(None, "--colour", help="Brightness gain range: [1-c, 1+c] (0)."),
-    min_steps: int = typer.Option(1000, "--min-steps", help="At least this many optimizer steps (adds epochs)."),
+    min_steps: int = typer.Option(500, "--min-steps", help="At least this many optimizer steps (adds epochs)."),
     schedule: str = typer.Option("cosine", "--schedule", help="Learning rate: cosine, one-cycle or constant."),
     warmup: float = typer.Option(0.05, "--warmup", help="Share of the steps spent warming up (cosine)."),
     min_delta: float = typer.Option(1e-3, "--min-delta", help="Val-loss gain that makes a new best epoch."),

@@ -39,7 +39,7 @@ class TrainConfig:
     weights: Path | None = None  # local pretrained weights (safetensors or a torch state dict)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     log_every: int = 50  # steps between progress events
-    min_steps: int = 1000  # at least this many optimizer steps: a small set gets more epochs (schedule.py)
+    min_steps: int = 500  # at least this many optimizer steps: a small set gets more epochs (schedule.py)
     schedule: str = "cosine"  # learning rate: warm-up then cosine decay; one-cycle; constant (the seed's)
     warmup: float = 0.05  # share of the steps spent warming up (cosine)
     min_delta: float = 1e-3  # "best" needs a validation loss lower by more than this; ties go to the earlier epoch

@@ -53,8 +53,13 @@ def epoch_plan(
 def train(cfg: TrainConfig, on_event: EventFn | None = None, started_at: float | None = None) -> TrainResult:
     """Train as configured; under torchrun, every rank calls this and rank 0 writes the outputs. ``started_at``
     (a ``time.time()``, e.g. the process's start) makes the wall-time split count the start-up before the call."""
-    entered = time.time()
+    import torch  # noqa: F401  (imported here so that its import counts as start-up, not setup)
+
+    entered = time.time()  # after torch's import: that is start-up, like the interpreter's
+    if started_at is None:
+        started_at = entered
     cfg.validate()
+    _preload(cfg.device)
     info = distributed.setup(cfg.device)
     try:
         result = _Run(cfg, info, on_event or (lambda _e: None), entered, started_at).run()
@@ -71,7 +76,7 @@ class _Run:
                  started_at: float | None) -> None:  # fmt: skip
         self.cfg, self.info, self.emit = cfg, info, on_event
         self.t_start = started_at if started_at is not None else entered
-        self.times = WallTimes(startup_s=entered - started_at if started_at is not None else None)
+        self.times = WallTimes(startup_s=entered - self.t_start)
         self.stop_requested = False
         self.run_dir = make_run_dir(cfg, info)  # before the decode: a bad --resume/--out fails at once
         t0 = time.perf_counter()
@@ -303,6 +308,25 @@ class _Run:
         self.files.save_resume(p.net, p.optimizer, epoch, step, total, self.result.epochs)
         self.notes.append(f"stopped by a signal at epoch {epoch + 1}, step {step}; resume with --resume")
         self.files.log(self.notes[-1])
+
+
+def _preload(device: str) -> None:
+    """Start, on a thread, what the run needs later but not yet, so it overlaps the decode: torch._dynamo (the
+    optimizer's constructor imports it: 2-5 s) and, on a GPU, the CUDA context. The main thread waits for either
+    only if it gets there first (Python's import lock; CUDA's own init lock)."""
+
+    def work() -> None:
+        import torch
+
+        try:
+            import torch._dynamo
+
+            if device != "cpu" and torch.cuda.is_available():
+                torch.cuda.init()
+        except Exception:  # the main thread meets the same failure, with its own error, where it needs the part
+            pass
+
+    threading.Thread(target=work, name="gpukit-preload", daemon=True).start()
 
 
 def _sync(device: Any) -> None:

@@ -83,7 +83,7 @@ class RunFiles:
         t0 = time.perf_counter()
         outputs.write_metrics_csv(self.run_dir / "metrics.csv", result.epochs)
         if result.epochs and curve:
-            outputs.write_curve(self.run_dir / "curve.png", result)
+            outputs.write_curve(self.run_dir / "curve.svg", result)
         self.save_s += time.perf_counter() - t0
         result.times.save_s = self.save_s
         outputs.write_json(self.run_dir / "summary.json", result.to_dict())

@@ -18,7 +18,9 @@ from gpukit.train.loop import epoch_plan, train  # noqa: E402
 
 
 def _cfg(data: Path, out: Path, **kw: Any) -> TrainConfig:
-    base: dict[str, Any] = dict(model="seed-cnn", epochs=3, batch_size=8, image_size=16, device="cpu", seed=7, min_steps=0)
+    base: dict[str, Any] = dict(
+        model="seed-cnn", epochs=3, batch_size=8, image_size=16, device="cpu", seed=7, min_steps=0
+    )
     return TrainConfig(data=data, out=out, **{**base, **kw})
 
 
@@ -38,12 +40,14 @@ def test_trains_to_high_accuracy_and_writes_the_run_folder(image_folder: Path, t
     assert result.epochs[-1].val_accuracy == 1.0
     assert result.epochs[-1].train_loss < result.epochs[0].train_loss
     run = tmp_path / "run"
-    for name in ("settings.json", "metrics.csv", "curve.png", "summary.json", "best.json", "last.safetensors"):
+    for name in ("settings.json", "metrics.csv", "curve.svg", "summary.json", "best.json", "last.safetensors"):
         assert (run / name).is_file(), name
     rows = list(csv.DictReader((run / "metrics.csv").open()))
     assert [int(r["epoch"]) for r in rows] == [1, 2, 3] and float(rows[0]["images_per_s"]) > 0
     assert json.loads((run / "summary.json").read_text())["best_val_accuracy"] == 1.0
-    assert (run / "curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert (run / "curve.svg").read_text().startswith("<svg") and (run / "curve.svg").read_text().count(
+        "<polyline"
+    ) == 4
     assert len(checkpoint.list_checkpoints(run / "checkpoints")) == 3
     log = (run / "train.log").read_text().splitlines()
     epochs = [line for line in log if line.startswith("epoch ")]

@@ -20,7 +20,11 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
     data = make_folder(tmp_path_factory.mktemp("p") / "data")
     run = data.parent / "run"
-    train(TrainConfig(data=data, out=run, model="seed-cnn", epochs=3, batch_size=8, image_size=16, device="cpu", min_steps=0))
+    train(
+        TrainConfig(
+            data=data, out=run, model="seed-cnn", epochs=3, batch_size=8, image_size=16, device="cpu", min_steps=0
+        )
+    )
     return data, run
 
 
