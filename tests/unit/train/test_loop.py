@@ -39,6 +39,10 @@ def test_trains_to_high_accuracy_and_writes_the_run_folder(image_folder: Path, t
     assert result.skipped_files == 3 and result.train_images + result.val_images == 48
     assert result.epochs[-1].val_accuracy == 1.0
     assert result.epochs[-1].train_loss < result.epochs[0].train_loss
+    t = result.times  # the wall-time split adds up: every part is measured, and "other" is what is left
+    assert t.decode_s > 0 and t.setup_s > 0 and t.train_s > 0 and t.validate_s > 0 and t.save_s > 0
+    assert t.total_s >= t.decode_s + t.setup_s + t.train_s + t.validate_s + t.save_s - 1e-6 and t.other_s >= 0
+    assert result.best_epoch in (1, 2, 3) and result.val_accuracy_mirrored is not None
     run = tmp_path / "run"
     for name in ("settings.json", "metrics.csv", "curve.svg", "summary.json", "best.json", "last.safetensors"):
         assert (run / name).is_file(), name
