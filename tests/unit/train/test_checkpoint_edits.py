@@ -85,7 +85,7 @@ def test_predict_and_export_refuse_an_edited_checkpoint(
 
 RESUME_EDITS: list[tuple[str, Callable[[Any], Any], str]] = [
     ("epoch abc", _set("epoch", "abc"), "epoch"),
-    ("bad history entry", lambda s: {**s, "history": [{"epoch": 1, "train_loss": "x"}] + s["history"][1:]}, "history"),
+    ("bad history entry", lambda s: {**s, "history": [{"epoch": 1, "train_loss": "x"}, *s["history"][1:]]}, "history"),
     ("step past the end", _set("step", 10_000), "past the end"),
     ("carried nonsense", _set("carried", "x"), "carried"),
 ]
