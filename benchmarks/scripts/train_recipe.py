@@ -142,7 +142,7 @@ def to_markdown(doc: dict) -> str:
         f"{doc['cpus']} CPU cores, no GPU. Command: `{doc['command']}`. JSON: `{doc['json']}`.",
         "",
         "Each row: `gpukit train` with the default recipe (augmentation `default` = shear 0.2°, zoom 0.2, **no flip**;"
-        " at least 1,000 steps; warm-up + cosine; best = lowest validation loss, min-delta 0.001) at "
+        " at least 500 steps; warm-up + cosine; best = lowest validation loss, min-delta 0.001) at "
         f"{doc['image_size']}×{doc['image_size']}, seeds {', '.join(map(str, doc['seeds']))}. Held-out images "
         "(20 % per class) are never seen by the run; they are scored with `gpukit.train.predict` on the run's "
         "`best` and `last` checkpoints.",
