@@ -141,6 +141,7 @@ def synthetic_loop(n: int, batch: int, epochs: int) -> list[float]:
 
 
 def gpukit_loop(root: Path, batch: int, epochs: int, out: Path) -> tuple[list[float], dict]:
+    from gpukit.train.augment import RECIPES
     from gpukit.train.config import TrainConfig
     from gpukit.train.loop import train
 
@@ -154,6 +155,8 @@ def gpukit_loop(root: Path, batch: int, epochs: int, out: Path) -> tuple[list[fl
         val_fraction=0.0,
         out=out,
         seed=0,
+        min_steps=0,  # the epochs asked for, as measured before the step budget existed
+        augment=RECIPES["seed"],  # the seed's recipe (flip on), as measured before the default dropped the flip
     )
     import torch
 

@@ -26,7 +26,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(data: Path, out: Path, **kw: object):  # type: ignore[no-untyped-def]
-    base = dict(model="seed-cnn", epochs=2, batch_size=16, image_size=32, device="cuda", seed=1)
+    base = dict(model="seed-cnn", epochs=2, batch_size=16, image_size=32, device="cuda", seed=1, min_steps=0)
     return train(TrainConfig(data=data, out=out, **{**base, **kw}))  # type: ignore[arg-type]
 
 
@@ -56,3 +56,19 @@ def test_resnet18_resume_on_gpu(data: Path, tmp_path: Path) -> None:
     _run(data, tmp_path / "r", model="resnet18", epochs=1)
     resumed = _run(data, tmp_path / "r", model="resnet18", epochs=2, resume=True)
     assert resumed.resumed_from and [e.epoch for e in resumed.epochs] == [1, 2] and resumed.cuda_graphs
+
+
+def test_validation_is_what_predict_gives_and_the_scheduled_graph_matches_eager(data: Path, tmp_path: Path) -> None:
+    """Validation runs in fp32 like predict: the recorded accuracy is predict's on the same images. The CUDA
+    graph reads the learning rate from the schedule table on the device; the eager step takes the same rates."""
+    from gpukit.train.data import load_folder
+    from gpukit.train.predict import predict
+
+    graphed = _run(data, tmp_path / "g", amp="off", epochs=3, min_steps=100)
+    eager = _run(data, tmp_path / "e", amp="off", epochs=3, min_steps=100, cuda_graphs=False)
+    assert graphed.cuda_graphs and graphed.planned_epochs == eager.planned_epochs > 3
+    assert graphed.epochs[-1].train_loss == pytest.approx(eager.epochs[-1].train_loss, rel=2e-2)
+    val = load_folder(data, 32, 0.2, 1).val  # the run's split: same folder, size, fraction and seed
+    rows, _ = predict(tmp_path / "g" / "last.json", [Path(p) for p in val.paths], device="cuda")
+    accuracy = sum(Path(r.path).parent.name == r.label for r in rows) / len(rows)
+    assert accuracy == graphed.epochs[-1].val_accuracy

@@ -30,7 +30,7 @@ def _env() -> dict[str, str]:
 
 def _train_args(data: Path, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "gpukit", "train", str(data), "--model", "seed-cnn", "--image-size", "16",
-            "--device", "cpu", "--seed", "3", "--quiet", "--out", str(out), *extra]  # fmt: skip
+            "--device", "cpu", "--seed", "3", "--quiet", "--min-steps", "0", "--out", str(out), *extra]  # fmt: skip
 
 
 def _weights(run: Path) -> dict[str, Any]:
@@ -70,7 +70,7 @@ def test_ddp_two_gloo_processes_match_one_process(data: Path, tmp_path: Path) ->
     proc = subprocess.run(cmd, env=_env(), timeout=400, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     one = train(TrainConfig(data=data, out=tmp_path / "one", model="seed-cnn", image_size=16, device="cpu", seed=3,
-                            epochs=2, batch_size=8))  # fmt: skip
+                            epochs=2, batch_size=8, min_steps=0))  # fmt: skip
     summary = (tmp_path / "ddp" / "summary.json").read_text()
     assert '"world_size": 2' in summary
     a, b = _weights(tmp_path / "ddp"), _weights(tmp_path / "one")

@@ -9,11 +9,24 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from gpukit.cli import render
 from gpukit.errors import ConfigError
 
 MODEL_HELP = "seed-cnn (the article's network), resnet18 (default), resnet34, resnet50."
+AUGMENT_HELP = "Recipe: default (shear 0.2°, zoom 0.2, no flip), seed (the article's Keras recipe, flip on), none."
+_SHOW_SKIPPED = 5
+
+
+def _process_start() -> float | None:
+    """When this process started (wall clock), so the run's time split counts interpreter start and imports."""
+    try:
+        import psutil
+
+        return float(psutil.Process().create_time())
+    except Exception:  # no psutil or no /proc: the split starts at train() instead
+        return None
 
 
 def _is_main_rank() -> bool:
@@ -82,23 +95,37 @@ def _train_command(
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs", help="Replay the step as a CUDA graph."),
     channels_last: bool = typer.Option(True, "--channels-last/--no-channels-last", help="NHWC memory layout."),
     weights: Path | None = typer.Option(None, "--weights", help="Local pretrained weights (safetensors / .pt)."),
-    augment: bool = typer.Option(True, "--augment/--no-augment", help="The seed's shear, zoom and flip."),
-    shear_deg: float = typer.Option(0.2, "--shear-deg", help="Shear range in degrees (Keras' shear_range=0.2)."),
+    augment: str = typer.Option("default", "--augment", help=AUGMENT_HELP),
+    no_augment: bool = typer.Option(False, "--no-augment", help="Only rescale (the same as --augment none)."),
+    hflip: bool | None = typer.Option(None, "--hflip/--no-hflip", help="Mirror half the images (off unless asked)."),
+    shear_deg: float | None = typer.Option(None, "--shear-deg", help="Shear range in degrees (the seed's 0.2)."),
+    zoom: float | None = typer.Option(None, "--zoom", help="Zoom range: factors in [1-z, 1+z] (the seed's 0.2)."),
+    rotation_deg: float | None = typer.Option(None, "--rotation-deg", help="Rotation range in degrees (0)."),
+    colour: float | None = typer.Option(None, "--colour", help="Brightness gain range: [1-c, 1+c] (0)."),
+    min_steps: int = typer.Option(500, "--min-steps", help="At least this many optimizer steps (adds epochs)."),
+    schedule: str = typer.Option("cosine", "--schedule", help="Learning rate: cosine, one-cycle or constant."),
+    warmup: float = typer.Option(0.05, "--warmup", help="Share of the steps spent warming up (cosine)."),
+    min_delta: float = typer.Option(1e-3, "--min-delta", help="Val-loss gain that makes a new best epoch."),
+    patience: int = typer.Option(0, "--patience", help="Stop after N epochs without a new best (0: never)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar or epoch lines."),
     as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
 ) -> int:
     """Train an image classifier on a folder of images (the seed's cats-vs-dogs CNN, or a ResNet)."""
-    from gpukit.train.augment import AugmentConfig
+    from gpukit.train.augment import recipe
     from gpukit.train.config import TrainConfig
     from gpukit.train.loop import train
 
+    started = _process_start()
+    aug = recipe("none" if no_augment else augment, hflip=hflip, shear_deg=shear_deg, zoom=zoom,
+                 rotation_deg=rotation_deg, colour=colour)  # fmt: skip
     cfg = TrainConfig(data=data, model=model, epochs=epochs, batch_size=batch_size, image_size=image_size, lr=lr,
                       device=device, seed=seed, out=out, resume=resume, val_fraction=val_fraction, workers=workers,
                       cache=cache, amp=amp, compile=compile_, cuda_graphs=cuda_graphs, channels_last=channels_last,
-                      weights=weights, augment=AugmentConfig(enabled=augment, shear_deg=shear_deg))  # fmt: skip
+                      weights=weights, augment=aug, min_steps=min_steps, schedule=schedule, warmup=warmup,
+                      min_delta=min_delta, patience=patience)  # fmt: skip
     progress = _Progress(quiet or as_json)
     try:
-        result = train(cfg, on_event=progress)
+        result = train(cfg, on_event=progress, started_at=started)
     finally:
         progress.stop()
     if not _is_main_rank():
@@ -118,11 +145,31 @@ def _print_summary(result: Any) -> None:
              f"CUDA graphs {'on' if result.cuda_graphs else 'off'}")  # fmt: skip
     cols = ["epoch", "loss", "acc", "val loss", "val acc", "img/s", "data wait", "GPU"]
     render.console.print(render.table(cols, rows, title=title, justify=["right"] * len(cols)))
-    render.console.print(f"run folder: {result.run_dir}  ({result.skipped_files} files skipped)")
+    best = f"best: epoch {result.best_epoch} (lowest validation loss)" if result.best_epoch else "best: none"
+    render.console.print(f"run folder: {result.run_dir}  ({result.skipped_files} files skipped); {best}")
+    for path, reason in result.skipped[:_SHOW_SKIPPED]:
+        render.console.print(escape(f"skipped {path}: {reason}"))
+    if len(result.skipped) > _SHOW_SKIPPED:
+        render.console.print(
+            escape(f"… and {len(result.skipped) - _SHOW_SKIPPED} more, listed in {result.run_dir}/skipped.txt")
+        )
+    if result.val_accuracy_mirrored is not None:
+        render.console.print(f"validation mirrored left-right: accuracy {result.val_accuracy_mirrored:.3f}")
+    render.console.print(_times_line(result.times))
     for note in result.notes:
-        render.console.print(f"note: {note}")
+        render.console.print(escape(f"note: {note}"))
+    for warning in result.warnings:
+        render.err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     if result.interrupted:
         render.console.print("interrupted: a checkpoint was saved; continue with --resume")
+
+
+def _times_line(t: Any) -> str:
+    """The wall-time split of the run, one line."""
+    parts = [("start-up", t.startup_s), ("decode", t.decode_s), ("setup", t.setup_s), ("compile/capture", t.capture_s),
+             ("train", t.train_s), ("validate", t.validate_s), ("save", t.save_s), ("other", t.other_s)]  # fmt: skip
+    shown = ", ".join(f"{name} {render.fmt_seconds(v)}" for name, v in parts if v is not None)
+    return f"wall time {render.fmt_seconds(t.total_s)}: {shown}"
 
 
 def _predict_command(

@@ -2,8 +2,10 @@
 
 A checkpoint is a pair ``NAME.safetensors`` + ``NAME.json``. Each file is written to a temporary file in the same
 folder, fsync'ed, then ``os.replace``'d over the target, so a crash leaves either the old file or the new one,
-never half of one. The JSON is written last and records the SHA-256 of the tensor file, so a pair is only "good"
-when both parse and the hash matches; ``latest_good`` walks back past a corrupt or partial one.
+never half of one. The JSON is written last and records the SHA-256 of the tensor file and ``meta_sha256``, the
+SHA-256 of the JSON's own content (canonical form, every key but that one), so a pair is only "good" when both
+parse and both hashes match: a corrupt, partial *or edited* checkpoint is recognised as such, and
+``latest_good`` walks back past it. Every problem with a checkpoint is a ``ConfigError`` (bad input, exit 2).
 """
 
 from __future__ import annotations
@@ -16,12 +18,24 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpukit.errors import TrainError
+from gpukit.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["atomic_write_bytes", "latest_good", "list_checkpoints", "load", "optimizer_tensors", "save", "temp_beside"]
+__all__ = [
+    "atomic_write_bytes",
+    "latest_good",
+    "link_or_copy",
+    "list_checkpoints",
+    "load",
+    "meta_hash",
+    "optimizer_tensors",
+    "save",
+    "temp_beside",
+]
+
+_HINT = "the checkpoint must be as `gpukit train` wrote it; retrain, or give another run folder or checkpoint"
 
 
 def temp_beside(path: Path) -> tuple[int, str]:
@@ -108,26 +122,70 @@ def save(folder: Path, name: str, tensors: dict[str, torch.Tensor], state: dict[
     tensor_path = folder / f"{name}.safetensors"
     atomic_write_bytes(tensor_path, blob)
     state = {**state, "tensors_file": tensor_path.name, "tensors_sha256": hashlib.sha256(blob).hexdigest()}
+    state["meta_sha256"] = meta_hash(state)
     json_path = folder / f"{name}.json"
     atomic_write_bytes(json_path, json.dumps(state, indent=2).encode())
     return json_path
 
 
+def meta_hash(state: dict[str, Any]) -> str:
+    """SHA-256 of a checkpoint's JSON content in canonical form (sorted keys, compact), ``meta_sha256`` left out."""
+    body = {k: v for k, v in state.items() if k != "meta_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def link_or_copy(src_json: Path, dst_json: Path) -> None:
+    """Make ``dst`` (json + safetensors) the same checkpoint as ``src`` without writing it again: a hard link
+    replaced atomically onto the target (``src`` is later replaced by a new file, so the link keeps this one);
+    a copy where the filesystem has no hard links. The tensor file goes first, the JSON last, as in ``save``."""
+    import shutil
+
+    for src, dst in (
+        (src_json.with_suffix(".safetensors"), dst_json.with_suffix(".safetensors")),
+        (src_json, dst_json),
+    ):
+        tmp = dst.with_name(f".{dst.name}.link.tmp")
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(src, tmp)
+        except OSError:
+            shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    if src_json.name != dst_json.name:  # the JSON names its tensor file: a linked one names the source's
+        state = json.loads(dst_json.read_text())
+        state["tensors_file"] = dst_json.with_suffix(".safetensors").name
+        state["meta_sha256"] = meta_hash(state)
+        atomic_write_bytes(dst_json, json.dumps(state, indent=2).encode())
+
+
 def load(json_path: Path, verify: bool = True) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Read a checkpoint pair; raises ``TrainError`` when either file is missing, unparsable or does not match."""
+    """Read a checkpoint pair; raises ``ConfigError`` when either file is missing, unparsable, edited or does not
+    match the other."""
     from safetensors.torch import load as st_load
 
     try:
         state = json.loads(Path(json_path).read_text())
-        blob = (Path(json_path).parent / state["tensors_file"]).read_bytes()
-    except (OSError, ValueError, KeyError) as exc:
-        raise TrainError(f"checkpoint {json_path} is unreadable: {exc}") from exc
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"checkpoint {json_path} is unreadable: {exc}", hint=_HINT) from exc
+    if not isinstance(state, dict):
+        raise ConfigError(f"checkpoint {json_path} holds a JSON {type(state).__name__}, not an object", hint=_HINT)
+    if verify and state.get("meta_sha256") != meta_hash(state):
+        raise ConfigError(f"checkpoint {json_path} was edited: its content does not match its meta_sha256", hint=_HINT)
+    name = state.get("tensors_file")
+    if not isinstance(name, str) or not name or Path(name).name != name:
+        raise ConfigError(
+            f"checkpoint {json_path}: tensors_file must be a file name beside it, not {name!r}", hint=_HINT
+        )
+    try:
+        blob = (Path(json_path).parent / name).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"checkpoint {json_path}: its tensor file is unreadable: {exc}", hint=_HINT) from exc
     if verify and hashlib.sha256(blob).hexdigest() != state.get("tensors_sha256"):
-        raise TrainError(f"checkpoint {json_path} does not match its tensor file (corrupt or partial)")
+        raise ConfigError(f"checkpoint {json_path} does not match its tensor file (corrupt or partial)", hint=_HINT)
     try:
         return st_load(blob), state
     except Exception as exc:  # safetensors raises its own error type for a bad header
-        raise TrainError(f"checkpoint {json_path} tensor file is corrupt: {exc}") from exc
+        raise ConfigError(f"checkpoint {json_path} tensor file is corrupt: {exc}", hint=_HINT) from exc
 
 
 def list_checkpoints(folder: Path) -> list[Path]:
@@ -141,7 +199,7 @@ def latest_good(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any], 
     for path in list_checkpoints(folder):
         try:
             tensors, state = load(path)
-        except TrainError as exc:
+        except ConfigError as exc:
             skipped.append(exc.message)
             continue
         return tensors, state, skipped

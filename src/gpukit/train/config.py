@@ -9,8 +9,9 @@ from typing import Any
 from gpukit.errors import ConfigError
 from gpukit.train.augment import AugmentConfig
 from gpukit.train.models import DEFAULT_MODEL, MODEL_NAMES
+from gpukit.train.schedule import SCHEDULES
 
-__all__ = ["EpochMetrics", "TrainConfig", "TrainResult"]
+__all__ = ["EpochMetrics", "TrainConfig", "TrainResult", "WallTimes"]
 
 CACHE_MODES = ("auto", "gpu", "cpu")
 AMP_MODES = ("auto", "bf16", "fp16", "off")
@@ -38,13 +39,31 @@ class TrainConfig:
     weights: Path | None = None  # local pretrained weights (safetensors or a torch state dict)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     log_every: int = 50  # steps between progress events
+    min_steps: int = 500  # at least this many optimizer steps: a small set gets more epochs (schedule.py)
+    schedule: str = "cosine"  # learning rate: warm-up then cosine decay; one-cycle; constant (the seed's)
+    warmup: float = 0.05  # share of the steps spent warming up (cosine)
+    min_delta: float = 1e-3  # "best" needs a validation loss lower by more than this; ties go to the earlier epoch
+    patience: int = 0  # stop after this many epochs without such an improvement; 0 = never stop early
 
     def validate(self) -> None:
         if self.model not in MODEL_NAMES:
             raise ConfigError(f"unknown model {self.model!r}", hint=f"choose one of {', '.join(MODEL_NAMES)}")
-        for name in ("epochs", "batch_size", "image_size"):
+        for name in ("epochs", "batch_size", "image_size", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1")
+        for name in ("seed", "min_steps", "patience"):
+            if getattr(self, name) < 0:
+                hint = "--seed takes a whole number from 0 to 2**63-1" if name == "seed" else None
+                raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more, not {getattr(self, name)}", hint=hint)
+        if self.seed >= 2**63:
+            raise ConfigError(f"--seed must be below 2**63, not {self.seed}")
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(f"unknown --schedule {self.schedule!r}", hint=f"choose one of {', '.join(SCHEDULES)}")
+        if not 0 <= self.warmup < 1:
+            raise ConfigError(f"--warmup must be a share in [0, 1), not {self.warmup}")
+        if not self.min_delta >= 0:
+            raise ConfigError(f"--min-delta must be 0 or more, not {self.min_delta}")
+        self.augment.validate()
         if self.image_size < 16 and self.model != "seed-cnn":
             raise ConfigError("ResNets need --image-size of at least 16", hint="use --model seed-cnn for tiny images")
         if self.cache not in CACHE_MODES:
@@ -79,6 +98,31 @@ class EpochMetrics:
 
 
 @dataclass
+class WallTimes:
+    """Where a run's wall time went, in seconds. ``startup_s`` is process start → ``train()`` (interpreter and
+    imports; None when not in a process of its own); ``setup_s`` device, model and optimizer; ``capture_s`` CUDA
+    graph capture (warm-up steps included) or torch.compile's first step; ``other_s`` what is left of ``total_s``."""
+
+    startup_s: float | None = None
+    decode_s: float = 0.0
+    setup_s: float = 0.0
+    capture_s: float = 0.0
+    train_s: float = 0.0
+    validate_s: float = 0.0
+    save_s: float = 0.0
+    total_s: float = 0.0  # process start (or train() entry) → result
+
+    @property
+    def other_s(self) -> float:
+        parts = (self.startup_s or 0.0, self.decode_s, self.setup_s, self.capture_s, self.train_s, self.validate_s,
+                 self.save_s)  # fmt: skip
+        return max(0.0, self.total_s - sum(parts))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "other_s": self.other_s}
+
+
+@dataclass
 class TrainResult:
     run_dir: Path | None
     classes: list[str]
@@ -96,6 +140,13 @@ class TrainResult:
     interrupted: bool = False
     resumed_from: str | None = None
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # things the user should act on (the recipe, the data)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason) of every skipped file
+    best_epoch: int | None = None  # the epoch `best` holds: lowest validation loss (train loss without validation)
+    planned_epochs: int = 0  # epochs after the step budget; fewer ran when stopped early or interrupted
+    stopped_early: bool = False
+    val_accuracy_mirrored: float | None = None  # the last model on the validation split mirrored left-right
+    times: WallTimes = field(default_factory=WallTimes)
 
     @property
     def best_val_accuracy(self) -> float | None:
@@ -106,4 +157,5 @@ class TrainResult:
         d = asdict(self)
         d["run_dir"] = str(self.run_dir) if self.run_dir else None
         d["best_val_accuracy"] = self.best_val_accuracy
+        d["times"] = self.times.to_dict()
         return d

@@ -174,6 +174,11 @@ def load_folder(
 ) -> FolderData:
     """Scan and decode a data folder (see the module doc); raises ``ConfigError`` when it holds no usable classes."""
     root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise ConfigError(
+            f"{root} is a file; `gpukit train` wants a folder of images",
+            hint="give a folder with one sub-folder per class, e.g. DATA/cat/*.jpg and DATA/dog/*.jpg",
+        )
     if not root.is_dir():
         raise ConfigError(f"data folder {root} does not exist", hint="give a folder with one sub-folder per class")
     split_root = root / "train"

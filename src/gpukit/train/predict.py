@@ -61,18 +61,17 @@ def resolve_checkpoint(path: Path) -> Path:
 def load_model(path: Path, device: str = "cpu") -> LoadedModel:
     """Rebuild the network from a checkpoint and load its weights (verified against the recorded hash)."""
     from gpukit.train import checkpoint
+    from gpukit.train.ckpt_meta import load_weights, model_meta
     from gpukit.train.models import build_model
 
     json_path = resolve_checkpoint(path)
-    tensors, meta = checkpoint.load(json_path)
-    try:
-        classes, size, name = list(meta["classes"]), int(meta["image_size"]), str(meta["model"])
-    except KeyError as exc:
-        raise ConfigError(f"{json_path} lacks {exc}", hint="give a checkpoint written by `gpukit train`") from exc
-    net = build_model(name, size, len(classes))
-    net.load_state_dict({k.removeprefix("model."): v for k, v in tensors.items()})
+    tensors, state = checkpoint.load(json_path)
+    meta = model_meta(state, json_path)
+    net = build_model(meta.model, meta.image_size, len(meta.classes))
+    load_weights(net, {k.removeprefix("model."): v for k, v in tensors.items() if not k.startswith("optim.")},
+                 json_path)  # fmt: skip
     net.to(device).eval()
-    return LoadedModel(net, name, classes, size, json_path)
+    return LoadedModel(net, meta.model, meta.classes, meta.image_size, json_path)
 
 
 def collect_inputs(inputs: Sequence[Path]) -> list[str]:
@@ -85,7 +84,10 @@ def collect_inputs(inputs: Sequence[Path]) -> list[str]:
         elif item.is_file():
             files.append(str(item))
         else:
-            raise ConfigError(f"{item} does not exist")
+            raise ConfigError(f"{item} does not exist", hint="give image files or folders of images")
+    if not files:
+        names = ", ".join(str(i) for i in inputs)
+        raise ConfigError(f"no files to predict in {names}", hint="give image files or folders that hold images")
     return files
 
 
@@ -108,6 +110,7 @@ def predict(
 
     from gpukit.train.augment import to_float
     from gpukit.train.distributed import resolve_device
+    from gpukit.train.evaluate import fp32_math
 
     if batch_size < 1:
         raise ConfigError("--batch-size must be at least 1")
@@ -118,7 +121,7 @@ def predict(
     files = [f for f in files if Path(f).suffix.lower() in IMAGE_SUFFIXES]
     images, ok, skipped = decode_paths(files, loaded.image_size)
     out: list[Prediction] = []
-    with torch.no_grad():
+    with torch.no_grad(), fp32_math(torch.device(dev)):  # the arithmetic validation used (evaluate.py)
         for lo in range(0, len(ok), batch_size):
             x = to_float(torch.from_numpy(images[lo : lo + batch_size]).to(dev))
             probs = probabilities(loaded.net(x)).cpu()  # one copy back per batch

@@ -2,7 +2,8 @@
 
 Everything a step needs is a device tensor: the decoded uint8 images, the labels, this epoch's batch indices
 (steps, B) and augmentation matrices (steps, B, 2, 3), and a step counter. A step reads its row with the counter,
-gathers, augments, runs forward/backward/Adam and adds loss and hits into device accumulators — there is no
+gathers, augments, sets the learning rate from the epoch's schedule, runs forward/backward/Adam and adds loss
+and hits into device accumulators — there is no
 ``.item()`` and no host sync in a step, so the host only queues work. With ``cuda_graphs`` the whole step is
 captured once and replayed: at batch 32 the seed CNN's step is a few dozen tiny kernels, and launching them one by
 one from Python costs more than running them.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpukit.train.augment import apply_affine
+from gpukit.train.augment import apply_affine, apply_gain
 
 if TYPE_CHECKING:
     import torch
@@ -58,6 +59,13 @@ class Stepper:
         self.perm = torch.zeros(steps, batch, dtype=torch.long, device=plan_device)
         self.theta = torch.zeros(steps, batch, 2, 3, device=device)
         self.counter = torch.zeros(1, dtype=torch.long, device=plan_device)
+        self.gain: torch.Tensor | None = None  # (steps, B) colour gains, when the recipe draws them
+        # The learning-rate schedule: a (steps,) table per epoch. A capturable optimizer keeps its lr as a device
+        # tensor that the step itself sets from the table (graph-safe); otherwise the host sets a float per step.
+        self.lr_table: torch.Tensor | None = None
+        self._lr_host: list[float] = []
+        group = optimizer.param_groups[0]
+        self._lr_on_device = isinstance(group["lr"], torch.Tensor) and group["lr"].device.type == device.type
         self.loss_sum = torch.zeros((), device=device)
         self.hits = torch.zeros((), dtype=torch.long, device=device)
         self.graph: torch.cuda.CUDAGraph | None = None
@@ -67,10 +75,32 @@ class Stepper:
         self._events: list[Any] = []
 
     # -- the plan -------------------------------------------------------------------------------------------
-    def load_epoch(self, perm: torch.Tensor, theta: torch.Tensor, start_step: int = 0) -> None:
-        """Copy this rank's epoch plan into the static buffers (addresses a CUDA graph keeps)."""
+    def load_epoch(
+        self,
+        perm: torch.Tensor,
+        theta: torch.Tensor,
+        start_step: int = 0,
+        gain: torch.Tensor | None = None,
+        lr: torch.Tensor | None = None,
+    ) -> None:
+        """Copy this rank's epoch plan into the static buffers (addresses a CUDA graph keeps). ``gain`` (steps, B)
+        and ``lr`` (steps,) are optional: without them no colour gain is applied and the lr is left as it is."""
+        import torch
+
         self.perm.copy_(perm)
         self.theta.copy_(theta)
+        if gain is not None:
+            if self.gain is None:
+                self.gain = gain.to(self.theta.device).clone()
+            else:
+                self.gain.copy_(gain)
+        if lr is not None:
+            self._lr_host = lr.tolist()
+            if self._lr_on_device:
+                if self.lr_table is None:
+                    self.lr_table = lr.to(self.device, torch.float32).clone()
+                else:
+                    self.lr_table.copy_(lr)
         self.counter.fill_(start_step)
         self.host_step = start_step
 
@@ -116,6 +146,8 @@ class Stepper:
 
         x_u8, y, theta = self._batch()
         x = apply_affine(x_u8, theta)
+        if self.gain is not None:
+            x = apply_gain(x, self._row(self.gain))
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         enabled = self.amp_dtype is not None
@@ -124,16 +156,35 @@ class Stepper:
             logits = self.model(x)
         loss, hits = loss_and_hits(logits, y)
         if self.scaler is not None:
+            self._set_lr()
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             loss.backward()
+            self._set_lr()
             self.optimizer.step()
         with torch.no_grad():
             self.loss_sum += loss.detach() * y.shape[0]
             self.hits += hits
             self.counter += 1
+
+    def _row(self, table: torch.Tensor) -> torch.Tensor:
+        """This step's row of a per-epoch (steps, ...) table, read with the device counter when it can be."""
+        if self.on_device:
+            return table.index_select(0, self.counter.to(table.device)).squeeze(0)
+        return table[self.host_step]
+
+    def _set_lr(self) -> None:
+        if not self._lr_host:
+            return
+        if self._lr_on_device and self.lr_table is not None:
+            lr = self.optimizer.param_groups[0]["lr"]
+            lr.copy_(self._row(self.lr_table).view(()))  # inside the graph: replays read the table row
+        else:
+            value = self._lr_host[min(self.host_step, len(self._lr_host) - 1)]
+            for group in self.optimizer.param_groups:
+                group["lr"] = value
 
     def step(self) -> None:
         if self.graph is not None:

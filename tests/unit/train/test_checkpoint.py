@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpukit.errors import TrainError  # noqa: E402
+from gpukit.errors import ConfigError  # noqa: E402
 from gpukit.train import checkpoint  # noqa: E402
 
 
@@ -37,7 +37,7 @@ def test_latest_good_walks_back_past_damage(tmp_path: Path, damage: str) -> None
         newest.with_suffix(".safetensors").write_bytes(blob[:-8])
     _tensors, state, skipped = checkpoint.latest_good(tmp_path)  # type: ignore[misc]
     assert state["epoch"] == 1 and len(skipped) == 1 and "ckpt-e00002" in skipped[0]
-    with pytest.raises(TrainError):
+    with pytest.raises(ConfigError):
         checkpoint.load(newest)
 
 

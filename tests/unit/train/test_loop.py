@@ -18,7 +18,9 @@ from gpukit.train.loop import epoch_plan, train  # noqa: E402
 
 
 def _cfg(data: Path, out: Path, **kw: Any) -> TrainConfig:
-    base: dict[str, Any] = dict(model="seed-cnn", epochs=3, batch_size=8, image_size=16, device="cpu", seed=7)
+    base: dict[str, Any] = dict(
+        model="seed-cnn", epochs=3, batch_size=8, image_size=16, device="cpu", seed=7, min_steps=0
+    )
     return TrainConfig(data=data, out=out, **{**base, **kw})
 
 
@@ -37,16 +39,28 @@ def test_trains_to_high_accuracy_and_writes_the_run_folder(image_folder: Path, t
     assert result.skipped_files == 3 and result.train_images + result.val_images == 48
     assert result.epochs[-1].val_accuracy == 1.0
     assert result.epochs[-1].train_loss < result.epochs[0].train_loss
+    t = result.times  # the wall-time split adds up: every part is measured, and "other" is what is left
+    assert t.decode_s > 0 and t.setup_s > 0 and t.train_s > 0 and t.validate_s > 0 and t.save_s > 0
+    assert t.total_s >= t.decode_s + t.setup_s + t.train_s + t.validate_s + t.save_s - 1e-6 and t.other_s >= 0
+    assert result.best_epoch in (1, 2, 3) and result.val_accuracy_mirrored is not None
     run = tmp_path / "run"
-    for name in ("settings.json", "metrics.csv", "curve.png", "summary.json", "best.json", "last.safetensors"):
+    for name in ("settings.json", "metrics.csv", "curve.svg", "summary.json", "best.json", "last.safetensors"):
         assert (run / name).is_file(), name
     rows = list(csv.DictReader((run / "metrics.csv").open()))
     assert [int(r["epoch"]) for r in rows] == [1, 2, 3] and float(rows[0]["images_per_s"]) > 0
     assert json.loads((run / "summary.json").read_text())["best_val_accuracy"] == 1.0
-    assert (run / "curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert (run / "curve.svg").read_text().startswith("<svg") and (run / "curve.svg").read_text().count(
+        "<polyline"
+    ) == 4
     assert len(checkpoint.list_checkpoints(run / "checkpoints")) == 3
     log = (run / "train.log").read_text().splitlines()
-    assert len(log) == 3 and "img/s" in log[0] and "data wait" in log[0] and "GPU n/a" in log[0]
+    epochs = [line for line in log if line.startswith("epoch ")]
+    assert len(epochs) == 3 and "img/s" in epochs[0] and "data wait" in epochs[0] and "GPU n/a" in epochs[0]
+    # the skipped files are named, in the log and in skipped.txt, not only counted
+    named = sorted(Path(line.split("\t")[0]).name for line in (run / "skipped.txt").read_text().splitlines())
+    assert named == ["corrupt.jpg", "notes.txt", "truncated.jpg"]
+    assert sum(line.startswith("skipped ") and "corrupt.jpg" in line for line in log) == 1
+    assert sorted(Path(p).name for p, _reason in result.skipped) == named
 
 
 def test_three_classes_use_softmax_and_predict_reports_every_class(tmp_path: Path) -> None:
@@ -136,10 +150,10 @@ def test_atomic_write_gives_the_permissions_open_would(tmp_path: Path) -> None:
 def test_epoch_plan_is_a_seeded_permutation() -> None:
     from gpukit.train.augment import AugmentConfig
 
-    perm, theta = epoch_plan(1, 0, 50, 6, 8, AugmentConfig())
+    perm, theta, _ = epoch_plan(1, 0, 50, 6, 8, AugmentConfig())
     assert perm.shape == (6, 8) and theta.shape == (6, 8, 2, 3) and len(set(perm.flatten().tolist())) == 48
-    again, _ = epoch_plan(1, 0, 50, 6, 8, AugmentConfig())
-    other, _ = epoch_plan(1, 1, 50, 6, 8, AugmentConfig())
+    again, _, _ = epoch_plan(1, 0, 50, 6, 8, AugmentConfig())
+    other, _, _ = epoch_plan(1, 1, 50, 6, 8, AugmentConfig())
     assert torch.equal(perm, again) and not torch.equal(perm, other)
 
 
@@ -171,7 +185,7 @@ def test_graph_warm_up_is_undone_exactly(image_folder: Path) -> None:
 
     data = load_folder(image_folder, 16, 0.0)
     images, labels = torch.from_numpy(data.train.images), torch.from_numpy(data.train.labels)
-    perm, theta = epoch_plan(0, 0, len(labels), 5, 8, AugmentConfig())
+    perm, theta, _ = epoch_plan(0, 0, len(labels), 5, 8, AugmentConfig())
 
     def fresh(warm: bool) -> Stepper:
         torch.manual_seed(0)
@@ -194,21 +208,23 @@ def test_graph_warm_up_is_undone_exactly(image_folder: Path) -> None:
     assert a.read_and_reset() == b.read_and_reset()
 
 
-def test_best_checkpoint_ranks_by_validation_accuracy_even_at_zero(tmp_path: Path) -> None:
-    """An epoch with val accuracy 0.0 (but high train accuracy) must not replace a better epoch as best."""
-    from types import SimpleNamespace
-
+def test_best_checkpoint_is_the_lowest_validation_loss_and_best_is_a_verified_pair(tmp_path: Path) -> None:
+    """An epoch with a worse validation loss must not replace the best one; best.json/.safetensors verify after
+    last has moved on (best is a hard link of an earlier last, not the current one)."""
     from gpukit.train.config import EpochMetrics
-    from gpukit.train.loop import _Run
+    from gpukit.train.saving import RunFiles
+    from gpukit.train.selection import best_epoch
 
+    files = RunFiles(tmp_path, True, {"model": "seed-cnn", "image_size": 16, "classes": ["a", "b"]})
     good = EpochMetrics(1, 0.5, 0.6, 0.5, 0.5, 8, 1.0, 8.0, 0.0, None)
-    bad = EpochMetrics(2, 0.1, 0.9, 2.0, 0.0, 8, 1.0, 8.0, 0.0, None)
-    run: Any = SimpleNamespace(info=SimpleNamespace(is_main=True), net=torch.nn.Linear(2, 1), history=[],
-                               cfg=SimpleNamespace(model="seed-cnn", image_size=16),
-                               data=SimpleNamespace(classes=["a", "b"]), run_dir=tmp_path,
-                               _save_full=lambda *_a: None)  # fmt: skip
-    for m in (good, bad):
-        run.history.append(m)
-        _Run._save_epoch(run, m.epoch, m)
+    bad = EpochMetrics(2, 0.1, 0.9, 2.0, 1.0, 8, 1.0, 8.0, 0.0, None)  # higher accuracy, but a worse loss
+    history: list[EpochMetrics] = []
+    for i, m in enumerate((good, bad)):
+        history.append(m)
+        net = torch.nn.Linear(2, 1)
+        torch.nn.init.constant_(net.weight, float(i))
+        files.save_epoch(net, m, is_best=best_epoch(history, 1e-3) == m.epoch)
     assert json.loads((tmp_path / "last.json").read_text())["epoch"] == 2
-    assert json.loads((tmp_path / "best.json").read_text())["epoch"] == 1
+    tensors, state = checkpoint.load(tmp_path / "best.json")
+    assert state["epoch"] == 1 and state["tensors_file"] == "best.safetensors"
+    assert float(tensors["weight"].max()) == 0.0  # epoch 1's weights, though last now holds epoch 2's

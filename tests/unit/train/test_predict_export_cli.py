@@ -20,7 +20,11 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
     data = make_folder(tmp_path_factory.mktemp("p") / "data")
     run = data.parent / "run"
-    train(TrainConfig(data=data, out=run, model="seed-cnn", epochs=3, batch_size=8, image_size=16, device="cpu"))
+    train(
+        TrainConfig(
+            data=data, out=run, model="seed-cnn", epochs=3, batch_size=8, image_size=16, device="cpu", min_steps=0
+        )
+    )
     return data, run
 
 
@@ -80,8 +84,8 @@ def test_export_refuses_unwritable_path_and_keeps_no_unchecked_file(
 
 def test_cli_train_json_and_bad_input(trained: tuple[Path, Path], run_cli, tmp_path: Path) -> None:
     data, _ = trained
-    res = run_cli("train", str(data), "--model", "seed-cnn", "--epochs", "1", "--batch-size", "8", "--image-size",
-                  "16", "--device", "cpu", "--out", str(tmp_path / "r"), "--json")  # fmt: skip
+    res = run_cli("train", str(data), "--model", "seed-cnn", "--epochs", "1", "--batch-size", "8", "--image-size", "16",
+                  "--min-steps", "0", "--device", "cpu", "--out", str(tmp_path / "r"), "--json")  # fmt: skip
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["skipped_files"] == 3 and len(doc["epochs"]) == 1 and doc["world_size"] == 1
