@@ -62,6 +62,8 @@ def measure_ceilings(quick: bool = False, cuda: bool = True, seed: int = 0) -> C
                     notes.append(f"{field} via {name} at {label}: {r.status}: {r.reason}")
             if best is not None:
                 ceilings.measured_at[field] = size.label
+                if best.size_x is not None:
+                    ceilings.measured_x[field] = best.size_x
                 break
             ceilings.notes += notes
         if best is not None and best.kernel_min_s:

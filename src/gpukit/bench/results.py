@@ -137,6 +137,7 @@ class Ceilings:
     spec_fp32_tflops: float | None = None
     spec_tflops: dict[str, float] = field(default_factory=dict)  # datasheet dense TFLOP/s per dtype
     measured_at: dict[str, str] = field(default_factory=dict)  # ceiling field → the size it was measured at
+    measured_x: dict[str, float] = field(default_factory=dict)  # ceiling field → that size's magnitude (bytes)
     notes: list[str] = field(default_factory=list)
 
     def for_device(self, device: str, kind: str) -> tuple[str, float] | None:

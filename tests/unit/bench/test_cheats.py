@@ -159,3 +159,29 @@ def test_quick_ceilings_are_measured_at_the_full_size(monkeypatch: pytest.Monkey
         assert c.measured_at["d2d_copy_gbps"] == "1GiB:float32" and c.measured_at["cpu_mem_gbps"] == "256MiB:float32"
     sizes = {q: sorted({label for qq, _, label, _ in seen if qq == q}) for q in (True, False)}
     assert sizes[True] == sizes[False] == ["1GiB:float32", "256MiB:float32"]
+
+
+def test_a_smaller_honest_copy_above_a_larger_ceiling_is_not_impossible() -> None:
+    """H200, bench --quick (2026-12-01): honest 64 MiB rows failed as impossible against ceilings measured at 256 MiB
+    — numba-cpu 173 GB/s against cpu_mem_gbps 77 (the CPU's L3), d2h pageable 11 GB/s against 3.9. A ceiling judges
+    only rows of its size or larger; a pageable copy is always bounded by the pinned one of its direction."""
+    mib = 2**20
+
+    def row(backend: str, device: str, label: str, x: float, gbps: float, ceiling: str) -> Result:
+        return Result("bandwidth", backend, device, label, check=True, kernel_median_s=1e-3, kernel_min_s=1e-3,
+                      kernel_max_s=1e-3, gbps=gbps, throughput_unit="gbps", working_set_bytes=4 * x, size_x=x,
+                      size_group="float32", ceiling=ceiling)  # fmt: skip
+
+    c = Ceilings(cpu_mem_gbps=77.0, d2h_pageable_gbps=3.9, d2h_pinned_gbps=55.3,
+                 measured_at={"cpu_mem_gbps": "256MiB:float32", "d2h_pageable_gbps": "256MiB:float32"},
+                 measured_x={"cpu_mem_gbps": 256.0 * mib, "d2h_pageable_gbps": 256.0 * mib})  # fmt: skip
+    numba = row("numba-cpu", "cpu", "64MiB:float32", 64.0 * mib, 173.0, "cpu_mem_gbps")
+    pageable = row("torch-cuda-d2h-pageable", "cuda", "64MiB:float32", 64.0 * mib, 11.0, "d2h_pageable_gbps")
+    cheat_same_size = row("numba-cpu", "cpu", "256MiB:float32", 256.0 * mib, 173.0, "cpu_mem_gbps")
+    cheat_pageable = row("torch-cuda-d2h-pageable", "cuda", "64MiB:float32", 64.0 * mib, 900.0, "d2h_pageable_gbps")
+    analyse([numba, pageable, cheat_same_size, cheat_pageable], c, {"bandwidth": get_workload("bandwidth")})
+    assert numba.ok and pageable.ok
+    assert numba.ceiling_note and "its ceiling at 256MiB:float32" in numba.ceiling_note
+    assert pageable.pct_of_ceiling == pytest.approx(282, abs=1) and "smaller sizes" in (pageable.ceiling_note or "")
+    assert cheat_same_size.status == "failed" and "2.2× the 77 GB/s cpu_mem_gbps" in (cheat_same_size.reason or "")
+    assert cheat_pageable.status == "failed" and "d2h_pinned_gbps" in (cheat_pageable.reason or "")
