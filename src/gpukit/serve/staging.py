@@ -71,7 +71,8 @@ class Stager:
         if not self.cuda:
             x = torch.zeros((n, 3, self.size, self.size), dtype=torch.uint8)
             with torch.inference_mode():
-                return Staged(x, n, *self._fill(x, items, None))
+                errors, shapes = self._fill(x, items, None)
+            return Staged(x, n, errors, None, shapes)
         slot = self.slots[self._next]
         self._next = (self._next + 1) % len(self.slots)
         with torch.inference_mode(), torch.cuda.stream(self.stream):
