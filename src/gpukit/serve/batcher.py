@@ -23,8 +23,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 

@@ -174,6 +174,17 @@ class ModelRunner:
                 staged.slot.free.record(self.exec_stream)  # the slot may be rewritten once this copy has run
                 return self._run_static(n), staged.errors
 
+    def _run_static(self, n: int) -> np.ndarray:
+        """Forward the first ``n`` rows of ``static_in`` (graph replay of the smallest bucket that holds them), on
+        the current stream (``exec_stream`` when called from ``execute``)."""
+        bucket = next(b for b in self.buckets if b >= n)
+        if bucket in self.graphs:
+            graph, out = self.graphs[bucket]
+            graph.replay()
+        else:
+            out = self._forward(self.static_in[:bucket])
+        return np.asarray(out[:n].float().cpu().numpy())  # the one sync point: results back to the host
+
     def warm_batch_decoder(self) -> None:
         """Run the batch JPEG decoder once (``--decode nvjpeg``), so the first request does not pay for its import."""
         import io

@@ -73,13 +73,14 @@ class Stager:
             with torch.inference_mode():
                 errors, shapes = self._fill(x, items, None)
             return Staged(x, n, errors, None, shapes)
-        slot = self.slots[self._next]
+        slot, stream = self.slots[self._next], self.stream
+        assert stream is not None
         self._next = (self._next + 1) % len(self.slots)
-        with torch.inference_mode(), torch.cuda.stream(self.stream):
-            self.stream.wait_event(slot.free)  # the executor's copy out of this slot has run
+        with torch.inference_mode(), torch.cuda.stream(stream):
+            stream.wait_event(slot.free)  # the executor's copy out of this slot has run
             errors, shapes = self._fill(slot.x, items, slot.pinned)
-            slot.ready.record(self.stream)
-        self.stream.synchronize()  # this thread only: the batch is complete, the pinned buffer reusable
+            slot.ready.record(stream)
+        stream.synchronize()  # this thread only: the batch is complete, the pinned buffer reusable
         return Staged(slot.x, n, errors, slot, shapes)
 
     def _fill(self, x: Any, items: list[np.ndarray | bytes], pinned: Any) -> tuple[list[str | None], dict[str, int]]:
