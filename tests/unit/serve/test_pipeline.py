@@ -198,3 +198,18 @@ def test_cpu_runner_behind_the_pipelined_batcher(runner):
         alone, _ = runner.run_items([data])
         assert got[i].error is None
         np.testing.assert_allclose(got[i].probs, alone[0], rtol=0, atol=1e-6)
+
+
+def test_cpu_runner_stacks_images_of_the_right_size_without_resizing(runner):
+    import torch
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    items: list[np.ndarray | bytes] = [image_bytes("JPEG", (SIZE, SIZE), seed=20 + i) for i in range(4)]
+    staged = runner.prepare(items)
+    assert staged.shapes == {"stacked": 4, "resized": 0, "pixels": 0} and staged.x.shape[0] == 4
+    for i, data in enumerate(items):  # each staged row is that JPEG's decoded pixels, untouched
+        ref = decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8), mode=ImageReadMode.RGB)
+        assert torch.equal(staged.x[i], ref)
+    probs, errors = runner.execute(staged)
+    assert errors == [None] * 4 and probs.shape == (4, 2)
+    assert not np.allclose(probs[0], probs[1])
