@@ -584,7 +584,10 @@ def main() -> int:
     (a.out / f"{stem}.json").write_text(json.dumps(results, indent=2))
     plot(results, a.out / f"{stem}.png")
     md = [
-        "# gpukit serve vs LitServe",
+        "# gpukit serve vs LitServe" + (f" (--only {','.join(sorted(only))})" if only else ""),
+        "",
+        "ResNet-50 alone on the device (uint8 batches already there): "
+        + (", ".join(f"{k} {v:,.0f}" for k, v in results["gpu_alone"].items() if isinstance(v, float)) or "n/a"),
         "",
         f"device {a.device}, {os.cpu_count()} CPU cores, {workers} gpukit HTTP "
         f"workers, {d:g} s per point after a 1.5 s warm-up; load from `gpukit loadtest`.",
