@@ -13,7 +13,12 @@ Steps (≤ 9 minutes on one H200 with its 16-core host; the time guard skips the
 Every load comes from `gpukit loadtest` (several processes; its own CPU use is recorded beside each point).
 Writes $OUT/serve_h200.json, serve_h200.png and serve_h200.md.
 
+`--only KEY[,KEY]` runs just those configurations (the GPU-alone measurement always runs too) at their headline
+client count (256 for ResNet-50, 64 for the seed CNN), 10 s per point unless --duration says otherwise, and writes
+serve_h200_only.{json,md,png} so a full run's files are not overwritten; about 90 s for one ResNet-50 key.
+
     OUT=/tmp/out bash benchmarks/scripts/serve_h200.sh          # on the GPU machine
+    OUT=/tmp/out bash benchmarks/scripts/serve_h200.sh --only resnet/gpukit-nvjpeg   # one configuration, ~90 s
     python3 benchmarks/scripts/serve_h200.py --out /tmp/o --device cpu --quick   # the CPU smoke path
 """
 
@@ -442,6 +447,28 @@ def plot(results: dict, path: Path) -> None:
 
 BUDGET_S = 450.0  # seconds; the shell wrapper kills the run at 560
 WRK = True
+KEYS = (  # every configuration of the plan, in its order (--only picks among them)
+    "seed/gpukit",
+    "seed/litserve-w2",
+    "seed/litserve-w1",
+    "resnet/gpukit-nvjpeg",
+    "resnet/gpukit-pil",
+    "resnet/gpukit-nobatch",
+    "resnet/litserve-w1",
+    "resnet/litserve-w2",
+    "seed/litserve-unbatched",
+    "seed/gpukit-nvjpeg",
+)
+
+
+def parse_only(text: str | None) -> set[str] | None:
+    if text is None:
+        return None
+    keys = {k.strip() for k in text.split(",") if k.strip()}
+    unknown = sorted(keys - set(KEYS))
+    if unknown or not keys:
+        raise ValueError(f"--only {text!r}: unknown {', '.join(unknown) or '(empty)'}; hint: one of {', '.join(KEYS)}")
+    return keys
 
 
 def main() -> int:
@@ -449,16 +476,24 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/serve_h200")))
     p.add_argument("--device", default="cuda")
-    p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--duration", type=float, default=None, help="seconds per point (5; 10 with --only)")
     p.add_argument("--quick", action="store_true", help="CPU smoke path: tiny runs, few points")
     p.add_argument("--skip-litserve", action="store_true")
+    p.add_argument("--only", default=None, metavar="KEY[,KEY]", help=f"just these runs, of: {', '.join(KEYS)}")
     a = p.parse_args()
+    try:
+        only = parse_only(a.only)
+    except ValueError as exc:
+        p.error(str(exc))  # exit 2 with "error: …"
+    if a.duration is None:
+        a.duration = 10.0 if only else 5.0
+    stem = "serve_h200_only" if only else "serve_h200"
     a.out.mkdir(parents=True, exist_ok=True)
     work = Path("/tmp/serve_h200_work")
     shutil.rmtree(work, ignore_errors=True)
     cuda = a.device.startswith("cuda")
     workers = max(2, min(8, (os.cpu_count() or 4) // 2))
-    curve = [1, 8, 64, 256] if not a.quick else [1, 8]
+    curve = ([1, 8, 64, 256] if not a.quick else [1, 8]) if only is None else []  # --only: headline point only
     if a.quick:
         BUDGET_S = 300.0
     results: dict = {
@@ -466,13 +501,17 @@ def main() -> int:
         "cpu_count": os.cpu_count(),
         "workers": workers,
         "duration_s": a.duration,
+        "only": sorted(only) if only else None,
         "runs": {},
         "versions": versions(),
     }
     img64 = make_images(work / "img64", 64, 256 if not a.quick else 32)
     img224 = make_images(work / "img224", 224, 256 if not a.quick else 16)
     say("images written")
-    seed, how = train_seed(img64, work / "seed-run", a.device, a.quick)
+    if only is None or any(k.startswith("seed/") for k in only):
+        seed, how = train_seed(img64, work / "seed-run", a.device, a.quick)
+    else:  # not served in this run
+        seed, how = work / "seed-unused", "not needed (--only)"
     results["seed_checkpoint"] = how
     resnet = checkpoint(work / "resnet50", "resnet50", 224)
     say(f"checkpoints ready (seed: {how})")
@@ -518,8 +557,13 @@ def main() -> int:
         ("seed/gpukit-nvjpeg", lambda: gpukit_server(seed, a.device, workers, 64, False, "nvjpeg"), img64, seed_pts),
     ]
 
+    assert [k for k, *_ in plan] == list(KEYS)
+    plan = [row for row in plan if only is None or row[0] in only]
+
     def best_decode() -> str:
         pil, nv = at(results, "resnet/gpukit-pil", res_pts[-1]), at(results, "resnet/gpukit-nvjpeg", res_pts[-1])
+        if not pil and not nv:  # neither ran (--only): nvJPEG, the faster of the two when last measured
+            return "nvjpeg" if cuda else "pil"
         return "nvjpeg" if nv and (not pil or nv["ok_rps"] > pil["ok_rps"]) else "pil"
 
     for key, start, images, points in plan:
@@ -534,13 +578,16 @@ def main() -> int:
         else:
             server = start()
         run_config(results, key, server, images, points, d)
-        (a.out / "serve_h200.json").write_text(json.dumps({**results, "log": LOG}, indent=2))  # partial, if cut short
+        (a.out / f"{stem}.json").write_text(json.dumps({**results, "log": LOG}, indent=2))  # partial, if cut short
     results["summary"] = summarise(results)
     results["log"] = LOG
-    (a.out / "serve_h200.json").write_text(json.dumps(results, indent=2))
-    plot(results, a.out / "serve_h200.png")
+    (a.out / f"{stem}.json").write_text(json.dumps(results, indent=2))
+    plot(results, a.out / f"{stem}.png")
     md = [
-        "# gpukit serve vs LitServe",
+        "# gpukit serve vs LitServe" + (f" (--only {','.join(sorted(only))})" if only else ""),
+        "",
+        "ResNet-50 alone on the device (uint8 batches already there): "
+        + (", ".join(f"{k} {v:,.0f}" for k, v in results["gpu_alone"].items() if isinstance(v, float)) or "n/a"),
         "",
         f"device {a.device}, {os.cpu_count()} CPU cores, {workers} gpukit HTTP "
         f"workers, {d:g} s per point after a 1.5 s warm-up; load from `gpukit loadtest`.",
@@ -566,8 +613,13 @@ def main() -> int:
             f"wrk cross-check (seed CNN, gpukit, 64 connections): {results['wrk']['rps']} req/s, "
             f"p99 {results['wrk']['p99_ms']} ms, non-2xx {results['wrk']['non_2xx']}",
         ]
-    (a.out / "serve_h200.md").write_text("\n".join(md) + "\n")
-    say(f"wrote {a.out}/serve_h200.json, .png, .md")
+    md += ["", "Server-Timing, mean ms per request (the server's own split):", ""]
+    for key, run in results["runs"].items():
+        for row in run.get("points", []):
+            split = ", ".join(f"{k} {v:.2f}" for k, v in row.get("server_timing_mean_ms", {}).items())
+            md.append(f"- {key} c={row['concurrency']}: {split or 'n/a'}")
+    (a.out / f"{stem}.md").write_text("\n".join(md) + "\n")
+    say(f"wrote {a.out}/{stem}.json, .png, .md")
     return 0
 
 

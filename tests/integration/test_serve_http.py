@@ -206,7 +206,7 @@ def _timing(header: str) -> dict[str, float]:
 
 def test_metrics_and_server_timing_add_up(server):
     before = request(server.url + "/metrics")[2].decode()
-    stages = {s: 0.0 for s in ("read", "decode", "queue", "infer", "encode")}
+    stages = {s: 0.0 for s in ("read", "decode", "queue", "prep", "infer", "encode")}
     n = 12
     covered = totals = 0.0
     for i in range(n):

@@ -169,7 +169,7 @@ def test_loadtest_counts_match_the_metrics_of_a_several_process_server(model, im
         assert doc["throughput_rps"] == pytest.approx(doc["requests"] / doc["duration_s"])
         lat = doc["latency_ms"]
         assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
-        assert set(doc["server_timing_mean_ms"]) >= {"decode", "queue", "infer", "total"}
+        assert set(doc["server_timing_mean_ms"]) >= {"decode", "queue", "prep", "infer", "total"}
         assert len(doc["generator_cpu_per_process"]) == 2 and doc["generator_cpu_s"] > 0
         assert doc["model"]["model"] == "seed-cnn"
     finally:

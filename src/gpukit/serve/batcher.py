@@ -1,8 +1,17 @@
-"""Dynamic batching with a bounded queue and deadlines, on one thread that owns the model.
+"""Dynamic batching with a bounded queue and deadlines, as a two-stage pipeline that owns the model.
 
-Requests are queued with a deadline. The batching thread takes the oldest, then waits until ``max_batch`` are there
+Requests are queued with a deadline. The preparing thread takes the oldest, then waits until ``max_batch`` are there
 or ``max_wait_s`` has passed since that oldest one arrived, drops the ones whose deadline has passed (their callers
-get a timeout and no model time is spent on them), stacks the rest into one uint8 batch and runs one forward pass.
+get a timeout and no model time is spent on them), and has the runner ``prepare`` the rest (decode, resize, stage on
+the device). It hands the prepared batch to the executing thread, which runs it (``execute``: one forward pass) and
+answers the callers. The hand-off holds one batch: batch N+1 is prepared while batch N runs, and the preparing
+thread takes the next batch only once the executor has taken the last one, so at most two batches are out of the
+queue at once (bounded memory) and a batch is gathered as late as possible. The executor checks the deadlines again:
+a batch whose requests all expired while it waited is dropped unrun; a row that expired inside a running batch is
+answered as a timeout. Batches run, and their callbacks fire, in the order they were taken.
+
+A runner is either an object with ``prepare(items) -> staged`` and ``execute(staged) -> (probs, errors)``
+(``ModelRunner``), or a plain callable on a stacked uint8 batch (prepared by ``np.stack``).
 ``submit`` never blocks: a full queue raises ``QueueFull`` at once (the HTTP side answers 503 + Retry-After), so the
 memory held is at most ``queue_size`` decoded images whatever the load. Callbacks run on the batching thread and
 must only hand the result over (``loop.call_soon_threadsafe``, a pipe write).
@@ -15,6 +24,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,10 +40,11 @@ class Outcome:
     """What a request gets back: probabilities (None on timeout/error), and where its time went."""
 
     probs: list[float] | None
-    queue_s: float  # submit → its batch started
-    infer_s: float  # the batch's forward pass (shared by the batch)
+    queue_s: float  # waiting: submit → its batch's preparation started, plus prepared → the executor took it
+    infer_s: float  # the batch's execution: copy into the model's input, forward pass, results to the host
     batch_size: int
     error: str | None = None  # "timeout" or the model's error message
+    prep_s: float = 0.0  # the batch's preparation: decode, resize, staging on the device (shared by the batch)
 
 
 @dataclass
@@ -43,7 +54,8 @@ class BatchStats:
     batches: int = 0
     images: int = 0
     expired: int = 0
-    busy_s: float = 0.0
+    busy_s: float = 0.0  # executing
+    prep_s: float = 0.0  # preparing (overlaps busy_s)
 
 
 class _Job:
@@ -56,16 +68,40 @@ class _Job:
         self.t_submit = time.monotonic()
 
 
+class _Prepared:
+    __slots__ = ("errors", "jobs", "staged", "t_prep", "t_ready")
+
+    def __init__(self, jobs: list[_Job], staged: Any, errors: list[str | None], t_prep: float) -> None:
+        self.jobs = jobs
+        self.staged = staged  # None when the whole preparation failed (errors say why)
+        self.errors = errors
+        self.t_prep = t_prep  # preparation started
+        self.t_ready = time.monotonic()
+
+
+class _Stack:
+    """A plain callable on a stacked uint8 batch, seen as prepare/execute."""
+
+    def __init__(self, runner: Callable[[np.ndarray], np.ndarray]) -> None:
+        self.runner = runner
+
+    def prepare(self, items: list[np.ndarray | bytes]) -> np.ndarray:
+        return np.stack(items)  # type: ignore[arg-type]
+
+    def execute(self, batch: np.ndarray) -> tuple[np.ndarray, list[str | None]]:
+        return self.runner(batch), [None] * len(batch)
+
+
 class Batcher:
     def __init__(
         self,
-        runner: Callable[[np.ndarray], np.ndarray],
+        runner: Any,
         max_batch: int,
         max_wait_s: float,
         queue_size: int,
         on_batch: Callable[[int, float], None] | None = None,
     ) -> None:
-        self.runner = runner
+        self.runner = runner if hasattr(runner, "prepare") and hasattr(runner, "execute") else _Stack(runner)
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s
         self.queue_size = queue_size
@@ -74,27 +110,35 @@ class Batcher:
         self._queue: deque[_Job] = deque()
         self._cond = threading.Condition()
         self._stopping = False
-        self._thread: threading.Thread | None = None
+        self._handoff: _Prepared | None = None  # the one prepared batch waiting for the executor
+        self._handoff_done = False  # the preparing thread has stopped: nothing more will be handed off
+        self._hand = threading.Condition()
+        self._threads: list[threading.Thread] = []
 
     @property
     def depth(self) -> int:
         return len(self._queue)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="gpukit-batcher", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._prepare_loop, name="gpukit-batcher-prepare", daemon=True),
+            threading.Thread(target=self._execute_loop, name="gpukit-batcher-execute", daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Finish what is queued, then stop the thread."""
+        """Finish what is queued (prepared and run), then stop both threads."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        end = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, end - time.monotonic()))
 
     def submit(self, image: np.ndarray | bytes, deadline: float, callback: Callable[[Outcome], None]) -> None:
-        """Queue one decoded image (uint8 (3,S,S)) or JPEG bytes for the runner's ``run_items`` to decode with its
-        batch; ``deadline`` is on ``time.monotonic()``'s clock."""
+        """Queue one decoded image (uint8 (3,S,S)) or JPEG bytes for the runner to decode with its batch;
+        ``deadline`` is on ``time.monotonic()``'s clock."""
         with self._cond:
             if len(self._queue) >= self.queue_size:
                 raise QueueFull
@@ -117,34 +161,77 @@ class Batcher:
             n = min(self.max_batch, len(self._queue))
             return [self._queue.popleft() for _ in range(n)]
 
-    def _loop(self) -> None:
-        while (jobs := self._take()) is not None:
-            now = time.monotonic()
-            live = [j for j in jobs if j.deadline > now]
-            for job in jobs:
-                if job.deadline <= now:  # past its deadline: dropped without model time
-                    self.stats.expired += 1
-                    job.callback(Outcome(None, now - job.t_submit, 0.0, 0, "timeout"))
-            if live:
-                self._run(live, now)
+    def _live(self, jobs: list[_Job]) -> list[_Job]:
+        """The jobs still within their deadline; the others are answered now as timeouts."""
+        now = time.monotonic()
+        for job in jobs:
+            if job.deadline <= now:
+                self.stats.expired += 1
+                job.callback(Outcome(None, now - job.t_submit, 0.0, 0, "timeout"))
+        return [j for j in jobs if j.deadline > now]
 
-    def _run(self, jobs: list[_Job], t0: float) -> None:
-        items = [j.image for j in jobs]
-        errors: list[str | None] = [None] * len(jobs)
+    def _prepare_loop(self) -> None:
         try:
-            if all(isinstance(x, np.ndarray) for x in items):
-                rows = self.runner(np.stack(items)).tolist()  # type: ignore[arg-type]
-            else:  # JPEG bytes among them: the runner decodes them with the batch; a bad one fails only itself
-                probs, errors = self.runner.run_items(items)  # type: ignore[attr-defined]
+            while True:
+                with self._hand:  # take a new batch only once the executor has taken the last one
+                    while self._handoff is not None:
+                        self._hand.wait()
+                jobs = self._take()
+                if jobs is None:
+                    return
+                live = self._live(jobs)
+                if not live:
+                    continue
+                t0 = time.monotonic()
+                try:
+                    staged = self.runner.prepare([j.image for j in live])
+                    errors: list[str | None] = list(getattr(staged, "errors", None) or [None] * len(live))
+                except Exception as exc:  # preparation failed as a whole: this batch fails, the next one is fresh
+                    staged, errors = None, [f"{type(exc).__name__}: {exc}"] * len(live)
+                self.stats.prep_s += time.monotonic() - t0
+                with self._hand:
+                    self._handoff = _Prepared(live, staged, errors, t0)
+                    self._hand.notify_all()
+        finally:
+            with self._hand:
+                self._handoff_done = True
+                self._hand.notify_all()
+
+    def _execute_loop(self) -> None:
+        while True:
+            with self._hand:
+                while self._handoff is None and not self._handoff_done:
+                    self._hand.wait()
+                batch, self._handoff = self._handoff, None
+                self._hand.notify_all()
+            if batch is None:
+                return
+            self._execute(batch)
+
+    def _execute(self, batch: _Prepared) -> None:
+        t0 = time.monotonic()
+        jobs, errors = batch.jobs, batch.errors
+        if not any(j.deadline > t0 for j in jobs):  # all expired while waiting for the executor: dropped unrun
+            self._live(jobs)
+            return
+        rows: list[Any] = [None] * len(jobs)
+        if batch.staged is not None:
+            try:
+                probs, errors = self.runner.execute(batch.staged)
                 rows = probs.tolist()
-        except Exception as exc:  # the model failed: every request of the batch gets the error, the loop goes on
-            rows = [None] * len(jobs)
-            errors = [f"{type(exc).__name__}: {exc}"] * len(jobs)
+            except Exception as exc:  # the model failed: every request of the batch gets the error, the loop goes on
+                errors = [f"{type(exc).__name__}: {exc}"] * len(jobs)
         t1 = time.monotonic()
         self.stats.batches += 1
         self.stats.images += len(jobs)
         self.stats.busy_s += t1 - t0
         if self.on_batch is not None:
             self.on_batch(len(jobs), t1 - t0)
+        prep_s, waited = batch.t_ready - batch.t_prep, t0 - batch.t_ready
         for job, row, error in zip(jobs, rows, errors, strict=True):
-            job.callback(Outcome(None if error else row, t0 - job.t_submit, t1 - t0, len(jobs), error))
+            if job.deadline <= t0:  # expired while its batch waited: a timeout, though its row was computed
+                self.stats.expired += 1
+                job.callback(Outcome(None, t0 - job.t_submit, 0.0, 0, "timeout"))
+                continue
+            queue_s = (batch.t_prep - job.t_submit) + waited
+            job.callback(Outcome(None if error else row, queue_s, t1 - t0, len(jobs), error, prep_s))

@@ -2,7 +2,7 @@
 
 A request is one message: a 16-byte header (request id, deadline on the shared ``time.monotonic()`` clock, which
 is CLOCK_MONOTONIC for every process of a Linux host) and the decoded uint8 image, 12 KiB at 64×64, 147 KiB at
-224×224. A reply is a header (id, status, queue and inference seconds, batch size, queue depth) and the
+224×224. A reply is a header (id, status, queue, preparation and inference seconds, batch size, queue depth) and the
 probabilities as float32. ``multiprocessing`` pipes are Unix sockets: one ``send_bytes`` is one message, no pickling.
 The worker's ``PipeClient`` looks like the ``Batcher`` to the HTTP code; ``serve_pipe`` feeds the real one.
 """
@@ -22,7 +22,7 @@ from gpukit.serve.batcher import Batcher, Outcome, QueueFull
 __all__ = ["PipeClient", "serve_pipe"]
 
 _REQ = struct.Struct("<QdB")  # id, deadline, kind (0: uint8 pixels, 1: JPEG bytes for the model process to decode)
-_REP = struct.Struct("<QBddII")  # id, status, queue_s, infer_s, batch size, queue depth
+_REP = struct.Struct("<QBdddII")  # id, status, queue_s, prep_s, infer_s, batch size, queue depth
 _OK, _FULL, _TIMEOUT, _ERROR = 0, 1, 2, 3
 _STATUS = {_FULL: "full", _TIMEOUT: "timeout"}
 
@@ -56,17 +56,17 @@ class PipeClient:
         try:
             while True:
                 msg = self.conn.recv_bytes()
-                rid, status, queue_s, infer_s, batch, depth = _REP.unpack_from(msg)
+                rid, status, queue_s, prep_s, infer_s, batch, depth = _REP.unpack_from(msg)
                 self._depth = depth
                 callback = self._pending.pop(rid, None)
                 if callback is None:
                     continue
                 if status == _OK:
                     probs = np.frombuffer(msg, np.float32, offset=_REP.size).tolist()
-                    callback(Outcome(probs, queue_s, infer_s, batch))
+                    callback(Outcome(probs, queue_s, infer_s, batch, None, prep_s))
                 else:
                     error = _STATUS.get(status) or msg[_REP.size :].decode(errors="replace")
-                    callback(Outcome(None, queue_s, infer_s, batch, error))
+                    callback(Outcome(None, queue_s, infer_s, batch, error, prep_s))
         except (EOFError, OSError):  # the model process went away: every waiting request fails now, not at its deadline
             self.closed = True
             for callback in list(self._pending.values()):
@@ -84,6 +84,7 @@ def serve_pipe(conn: Connection, batcher: Batcher, shape: tuple[int, int, int]) 
             rid,
             status,
             outcome.queue_s if outcome else 0.0,
+            outcome.prep_s if outcome else 0.0,
             outcome.infer_s if outcome else 0.0,
             outcome.batch_size if outcome else 0,
             batcher.depth,

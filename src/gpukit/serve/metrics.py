@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["STAGES", "Metrics", "server_timing"]
 
-STAGES = ("read", "decode", "queue", "infer", "encode")
+STAGES = ("read", "decode", "queue", "prep", "infer", "encode")
 _LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _BATCH = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
@@ -45,7 +45,7 @@ class Metrics:
         )
         self.stage = Histogram(
             "gpukit_stage_duration_seconds",
-            "Time per stage of a prediction (read, decode, queue, infer, encode)",
+            "Time per stage of a prediction (read, decode, queue, prep, infer, encode)",
             ["stage"],
             buckets=_LATENCY,
             registry=reg,

@@ -5,6 +5,10 @@ On CUDA the batch sizes the batcher produces are padded up to a few fixed sizes 
 and every one is warmed at start; with ``cuda_graphs`` each is captured as a CUDA graph, so a batch costs one graph
 launch instead of a kernel launch per layer. ``cudnn.benchmark`` stays off: it would autotune every new shape under
 a dynamic batcher (MEASURING.md rule 9).
+
+A batch is served in two steps that the batcher runs on two threads, so they overlap: ``prepare`` (decode, resize,
+stage; ``gpukit.serve.staging``, on its own stream) and ``execute`` (copy into the static input, replay, result to
+the host, on ``exec_stream``). Events order the two streams; ``execute``'s ``.cpu()`` is its one sync point.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from gpukit.serve.staging import Staged, Stager
 
 if TYPE_CHECKING:
     import torch
@@ -90,9 +96,10 @@ class ModelRunner:
             if loaded.model.startswith("resnet"):
                 self.net = self.net.to(memory_format=torch.channels_last)
             s = loaded.image_size
-            self.pinned = torch.empty((max_batch, 3, s, s), dtype=torch.uint8).pin_memory()
+            self.exec_stream = torch.cuda.Stream(device=self.device)
             self.static_in = torch.zeros((max_batch, 3, s, s), dtype=torch.uint8, device=self.device)
             self._warm()
+        self.stager = Stager(loaded.image_size, max_batch, self.device)
 
     def _forward(self, x_u8: torch.Tensor) -> torch.Tensor:
         import torch
@@ -138,19 +145,38 @@ class ModelRunner:
         self.warmup_s = time.perf_counter() - t0
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:
+        """A stacked uint8 batch, prepared and run at once (the batcher overlaps the two: ``prepare``/``execute``)."""
+        probs, _ = self.execute(self.prepare(list(batch)))
+        return probs
+
+    def run_items(self, items: list[np.ndarray | bytes]) -> tuple[np.ndarray, list[str | None]]:
+        """``execute(prepare(items))``: decoded images and JPEG bytes (``--decode nvjpeg``) in one batch."""
+        return self.execute(self.prepare(items))
+
+    def prepare(self, items: list[np.ndarray | bytes]) -> Staged:
+        """Stage a batch on the model's device (its own CUDA stream; see ``gpukit.serve.staging``). JPEGs are decoded
+        together there and resized to S×S (bilinear, antialiased), so the numbers can differ slightly from Pillow's.
+        A JPEG that fails to decode fails alone: its row is zeros and its error says ``corrupt: …``."""
+        return self.stager.prepare(items)
+
+    def execute(self, staged: Staged) -> tuple[np.ndarray, list[str | None]]:
+        """Run a prepared batch: copy into the graph's static input, replay, results to the host. On CUDA all of it
+        is on ``exec_stream``; the graph replays on the stream current at replay, so that one."""
         import torch
 
-        n = len(batch)
-        if not self.cuda:
-            with torch.inference_mode():
-                return self._forward(torch.from_numpy(batch)).numpy()
-        self.pinned[:n].numpy()[...] = batch
+        n = staged.n
         with torch.inference_mode():
-            self.static_in[:n].copy_(self.pinned[:n], non_blocking=True)  # rows n..bucket keep old data: ignored
-            return self._run_static(n)
+            if not self.cuda:
+                return self._forward(staged.x[:n]).numpy(), staged.errors
+            with torch.cuda.stream(self.exec_stream):
+                self.exec_stream.wait_event(staged.slot.ready)  # the staging stream's writes are done
+                self.static_in[:n].copy_(staged.x[:n])  # rows n..bucket keep old data: ignored
+                staged.slot.free.record(self.exec_stream)  # the slot may be rewritten once this copy has run
+                return self._run_static(n), staged.errors
 
     def _run_static(self, n: int) -> np.ndarray:
-        """Forward the first ``n`` rows of ``static_in`` (graph replay of the smallest bucket that holds them)."""
+        """Forward the first ``n`` rows of ``static_in`` (graph replay of the smallest bucket that holds them), on
+        the current stream (``exec_stream`` when called from ``execute``)."""
         bucket = next(b for b in self.buckets if b >= n)
         if bucket in self.graphs:
             graph, out = self.graphs[bucket]
@@ -168,47 +194,6 @@ class ModelRunner:
         buf = io.BytesIO()
         Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(buf, "JPEG")
         self.run_items([buf.getvalue()])
-
-    def run_items(self, items: list[np.ndarray | bytes]) -> tuple[np.ndarray, list[str | None]]:
-        """A batch of decoded images and JPEG bytes (``--decode nvjpeg``): the JPEGs are decoded together on the
-        model's device (nvJPEG through torchvision on CUDA; torchvision's CPU decoder on a CPU device) and resized to
-        S×S there (bilinear, antialiased), so the numbers can differ slightly from Pillow's. A JPEG that fails to
-        decode fails alone: its row is zeros and its error says ``corrupt: …``."""
-        import torch
-        import torch.nn.functional as F
-        from torchvision.io import ImageReadMode, decode_jpeg
-
-        s = self.info.image_size
-        errors: list[str | None] = [None] * len(items)
-        jpeg_at = [i for i, x in enumerate(items) if isinstance(x, bytes)]
-        datas = [torch.frombuffer(bytearray(items[i]), dtype=torch.uint8) for i in jpeg_at]  # type: ignore[arg-type]
-        device = self.device if self.cuda else "cpu"
-        try:
-            decoded: list[Any] = list(decode_jpeg(datas, mode=ImageReadMode.RGB, device=device))
-        except Exception:  # one bad file fails the batched call: decode one by one to find it
-            decoded = []
-            for d in datas:
-                try:
-                    decoded.append(decode_jpeg(d, mode=ImageReadMode.RGB, device=device))
-                except Exception as exc:
-                    decoded.append(exc)
-        x = torch.zeros((len(items), 3, s, s), dtype=torch.uint8, device=device)
-        with torch.inference_mode():
-            for i, img in zip(jpeg_at, decoded, strict=True):
-                if isinstance(img, Exception):
-                    errors[i] = f"corrupt: JPEG could not be decoded: {img}"
-                    continue
-                if tuple(img.shape[-2:]) != (s, s):
-                    img = F.interpolate(img[None].float(), size=(s, s), mode="bilinear", antialias=True)
-                    img = img.round_().clamp_(0, 255).to(torch.uint8)[0]
-                x[i] = img
-            for i, item in enumerate(items):
-                if isinstance(item, np.ndarray):
-                    x[i] = torch.from_numpy(item).to(device, non_blocking=True)
-            if not self.cuda:
-                return self._forward(x).numpy(), errors
-            self.static_in[: len(items)].copy_(x)
-            return self._run_static(len(items)), errors
 
     def gpu_memory_bytes(self) -> int | None:
         if not self.cuda:

@@ -94,13 +94,18 @@ def test_queue_bound_raises_and_memory_is_bounded():
     model.gate.clear()
     b = Batcher(model, max_batch=2, max_wait_s=0.0, queue_size=3)
     b.start()
-    _, done, cbs = _collect(5)
+    _, done, cbs = _collect(7)
     far = time.monotonic() + 30
     b.submit(_img(0), far, cbs[0])
     b.submit(_img(0), far, cbs[1])
     time.sleep(0.1)  # the first two are taken as a batch, held at the gate
-    for i in range(2, 5):
+    b.submit(_img(0), far, cbs[2])
+    b.submit(_img(0), far, cbs[3])
+    time.sleep(0.1)  # these two are prepared while the first batch runs, and wait in the one-batch hand-off
+    assert b.depth == 0
+    for i in range(4, 7):
         b.submit(_img(0), far, cbs[i])
+    time.sleep(0.1)  # the preparing thread takes nothing more until the executor takes the hand-off
     assert b.depth == 3
     with pytest.raises(QueueFull):
         b.submit(_img(0), far, cbs[0])

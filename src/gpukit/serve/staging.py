@@ -1,0 +1,153 @@
+"""Batch preparation for the model process: JPEG bytes and decoded images → one uint8 (n,3,S,S) batch, on its own
+CUDA stream so that it overlaps the previous batch's forward pass.
+
+Launches per batch, not per image: the JPEGs are decoded in one batched call (nvJPEG through torchvision on CUDA,
+torchvision's CPU decoder on a CPU device); images that already are S×S are ``torch.stack``-ed straight into the
+staging buffer (one kernel); the others are resized in groups of one input shape (one ``interpolate`` per group,
+bilinear, antialiased, as before); pre-decoded uint8 images go through one pinned host buffer and one copy.
+
+Stream rules (CUDA), kept by ``Stager.prepare`` and the runner's ``execute``:
+- all of it runs on ``stream`` (torchvision's decoder orders its own stream after the current one with events);
+- a slot's device buffer is written only after the executor recorded ``slot.free`` (its copy into the graph's static
+  input has run): ``stream.wait_event(slot.free)``;
+- ``prepare`` ends with ``stream.synchronize()``: it blocks only the preparing thread, never the GPU or the
+  executor, and it makes the slot's pinned host buffer safe to rewrite next time and ``prep_s`` an honest time;
+  ``slot.ready`` is recorded all the same and the executor waits on it before reading the slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Staged", "Stager"]
+
+
+@dataclass
+class Staged:
+    """A prepared batch: rows ``x[:n]`` (on the model's device), and the error of each row that failed alone."""
+
+    x: Any  # torch.Tensor uint8 (≥n, 3, S, S)
+    n: int
+    errors: list[str | None]
+    slot: Any = None  # the _Slot it lives in (CUDA), None on CPU
+    shapes: dict[str, int] = field(default_factory=dict)  # how the rows were made: "stacked", "resized", "pixels"
+
+
+class _Slot:
+    def __init__(self, max_batch: int, size: int, device: str) -> None:
+        import torch
+
+        self.x = torch.zeros((max_batch, 3, size, size), dtype=torch.uint8, device=device)
+        self.pinned = torch.empty((max_batch, 3, size, size), dtype=torch.uint8).pin_memory()
+        self.ready = torch.cuda.Event()
+        self.free = torch.cuda.Event()
+        self.free.record()  # nothing reads it yet
+
+
+class Stager:
+    """``prepare(items)`` → ``Staged``. One caller at a time (the batcher's preparing thread)."""
+
+    def __init__(self, size: int, max_batch: int, device: str, slots: int = 3) -> None:
+        import torch
+
+        self.size = size
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        self.max_batch = max_batch
+        # 3 slots: one being read by the executor, one handed off, one being written; the events make fewer safe too
+        self.slots = [_Slot(max_batch, size, device) for _ in range(slots)] if self.cuda else []
+        self.stream = torch.cuda.Stream(device=device) if self.cuda else None
+        self._next = 0
+
+    def prepare(self, items: list[np.ndarray | bytes]) -> Staged:
+        import torch
+
+        n = len(items)
+        if n > self.max_batch:
+            raise ValueError(f"{n} images in one batch; at most {self.max_batch}")
+        if not self.cuda:
+            x = torch.zeros((n, 3, self.size, self.size), dtype=torch.uint8)
+            with torch.inference_mode():
+                errors, shapes = self._fill(x, items, None)
+            return Staged(x, n, errors, None, shapes)
+        slot, stream = self.slots[self._next], self.stream
+        assert stream is not None
+        self._next = (self._next + 1) % len(self.slots)
+        with torch.inference_mode(), torch.cuda.stream(stream):
+            stream.wait_event(slot.free)  # the executor's copy out of this slot has run
+            errors, shapes = self._fill(slot.x, items, slot.pinned)
+            slot.ready.record(stream)
+        stream.synchronize()  # this thread only: the batch is complete, the pinned buffer reusable
+        return Staged(slot.x, n, errors, slot, shapes)
+
+    def _fill(self, x: Any, items: list[np.ndarray | bytes], pinned: Any) -> tuple[list[str | None], dict[str, int]]:
+        import torch
+
+        s, n = self.size, len(items)
+        errors: list[str | None] = [None] * n
+        groups: dict[tuple[int, int], tuple[list[int], list[Any]]] = {}
+        jpeg_at = [i for i, item in enumerate(items) if isinstance(item, bytes)]
+        for i, img in zip(jpeg_at, self._decode([items[i] for i in jpeg_at]), strict=True):  # type: ignore[misc]
+            if isinstance(img, Exception):
+                errors[i] = f"corrupt: JPEG could not be decoded: {img}"
+                continue
+            rows, imgs = groups.setdefault((int(img.shape[-2]), int(img.shape[-1])), ([], []))
+            rows.append(i)
+            imgs.append(img)
+        shapes = {"stacked": 0, "resized": 0, "pixels": 0}
+        for (h, w), (rows, imgs) in groups.items():
+            if (h, w) == (s, s) and rows == list(range(n)):  # the common case: one kernel straight into the slot
+                torch.stack(imgs, out=x[:n])
+            else:
+                batch = torch.stack(imgs)
+                if (h, w) != (s, s):  # one resize per input shape, as gpukit predict's size (bilinear, antialiased)
+                    batch = torch.nn.functional.interpolate(batch.float(), size=(s, s), mode="bilinear", antialias=True)
+                    batch = batch.round_().clamp_(0, 255).to(torch.uint8)
+                _put(x, rows, batch)
+            shapes["resized" if (h, w) != (s, s) else "stacked"] += len(rows)
+        pixel_at = [i for i, item in enumerate(items) if isinstance(item, np.ndarray)]
+        if pixel_at:
+            shapes["pixels"] = len(pixel_at)
+            k = len(pixel_at)
+            if pinned is None:
+                host = torch.from_numpy(np.stack([items[i] for i in pixel_at]))  # type: ignore[misc]
+            else:  # one pinned staging copy, then one host→device copy on this stream
+                np.stack([items[i] for i in pixel_at], out=pinned[:k].numpy())  # type: ignore[misc]
+                host = pinned[:k].to(self.device, non_blocking=True)
+            _put(x, pixel_at, host)
+        for i, error in enumerate(errors):
+            if error is not None:
+                x[i].zero_()  # a failed row is zeros (its result is discarded); rare, one small kernel each
+        return errors, shapes
+
+    def _decode(self, datas: list[bytes]) -> list[Any]:
+        if not datas:
+            return []
+        import torch
+        from torchvision.io import ImageReadMode, decode_jpeg
+
+        tensors = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in datas]
+        device = self.device if self.cuda else "cpu"
+        try:
+            return list(decode_jpeg(tensors, mode=ImageReadMode.RGB, device=device))
+        except Exception:  # one bad file fails the batched call: decode one by one to find it
+            out: list[Any] = []
+            for t in tensors:
+                try:
+                    out.append(decode_jpeg(t, mode=ImageReadMode.RGB, device=device))
+                except Exception as exc:
+                    out.append(exc)
+            return out
+
+
+def _put(x: Any, rows: list[int], batch: Any) -> None:
+    """``x[rows] = batch`` as one copy: a slice when the rows are consecutive, else one ``index_copy_``."""
+    import torch
+
+    if rows == list(range(rows[0], rows[0] + len(rows))):
+        x[rows[0] : rows[0] + len(rows)].copy_(batch, non_blocking=True)
+    else:
+        x.index_copy_(0, torch.tensor(rows, device=x.device), batch.to(x.device, non_blocking=True))
