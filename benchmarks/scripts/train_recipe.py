@@ -27,7 +27,9 @@ On a GPU, the ResNet-18 rows the CPU run left out, six runs at a time (prints ea
         --rows resnet18:digits-5 resnet18:lfw-faces resnet18:generated-stripes resnet18:generated-stripes:--hflip
 
 ``--rows MODEL:DATASET[:RECIPE]`` picks rows (RECIPE ``default`` or ``--hflip``; without it both for a generated
-set, the default for the others), ``--seeds`` the seeds, ``--merge FILE.json`` adds the rows to an earlier JSON
+set, the default for the others), ``--seeds`` the seeds, ``--data-dir DIR`` builds the data sets there once and
+reuses them later (``--build-only`` stops after building: build on a machine with scikit-learn and scikit-image,
+copy the folder, a few MB, and run where they are missing), ``--merge FILE.json`` adds the rows to an earlier JSON
 (replacing rows of the same data set, model and recipe) and writes both files anew.
 
 Needs scikit-learn and scikit-image (`pip install 'gpukit[bench-data]'`). Writes
@@ -298,6 +300,12 @@ DATASETS = ["digits-3v7", "digits-5", "lfw-faces", "generated-stripes"]
 GENERATED = {"generated-mirror", "generated-stripes"}
 
 
+def _fail(message: str) -> SystemExit:
+    """Bad input: the message and exit status 2, no traceback."""
+    print(f"error: {message}", file=sys.stderr)
+    return SystemExit(2)
+
+
 def parse_rows(args: argparse.Namespace, limits: dict[str, list[str]]) -> list[tuple[str, str, str]]:
     """(model, data set, recipe) triples, from --rows or from --models × --datasets (and --limit)."""
     known = [*DATASETS, "generated-mirror"]
@@ -306,7 +314,7 @@ def parse_rows(args: argparse.Namespace, limits: dict[str, list[str]]) -> list[t
         for item in args.rows:
             parts = item.split(":", 2)
             if len(parts) < 2 or parts[1] not in known or (len(parts) == 3 and parts[2] not in ("default", "--hflip")):
-                raise SystemExit(f"error: --rows {item!r}: want MODEL:DATASET[:RECIPE], DATASET one of "
+                raise _fail(f"--rows {item!r}: want MODEL:DATASET[:RECIPE], DATASET one of "
                                  f"{', '.join(known)}, RECIPE default or --hflip")  # fmt: skip
             both = ["default", "--hflip"] if parts[1] in GENERATED else ["default"]
             recipes = [parts[2]] if len(parts) == 3 else both
@@ -314,7 +322,7 @@ def parse_rows(args: argparse.Namespace, limits: dict[str, list[str]]) -> list[t
         return picked
     for name in args.datasets:
         if name not in known:
-            raise SystemExit(f"error: --datasets {name!r}: one of {', '.join(known)}")
+            raise _fail(f"--datasets {name!r}: one of {', '.join(known)}")
     return [(model, name, recipe) for model in args.models for name in limits.get(model, args.datasets)
             for recipe in (["default", "--hflip"] if name in GENERATED else ["default"])]  # fmt: skip
 
@@ -334,6 +342,13 @@ def main() -> int:
     ap.add_argument("--merge", type=Path, default=None, help="earlier JSON to add these rows to")
     ap.add_argument("--work", type=Path, default=None, help="folder for data and run folders (default: a temp dir)")
     ap.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="build the data sets here, or reuse them if built (then no scikit-learn/-image is needed)",
+    )
+    ap.add_argument("--build-only", action="store_true", help="build the data sets (into --data-dir) and stop")
+    ap.add_argument(
         "--limit",
         nargs="*",
         default=[],
@@ -342,13 +357,13 @@ def main() -> int:
     )
     args = ap.parse_args()
     if args.jobs < 1:
-        raise SystemExit("error: --jobs must be at least 1")
+        raise _fail("--jobs must be at least 1")
     limits = {k: v.split(",") for k, v in (item.split("=", 1) for item in args.limit)}
     rows = parse_rows(args, limits)
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("error: --device cuda but torch sees no GPU")
+        raise _fail("--device cuda but torch sees no GPU")
     hardware = args.hardware or ("gpu" if args.device == "cuda" else "cpu")
     work = Path(tempfile.mkdtemp(prefix="train-recipe-", dir=args.work))
     sizes = {name: STRIPES_SIZE if name == "generated-stripes" else args.image_size for name in DATASETS}
@@ -375,11 +390,22 @@ def main() -> int:
                "json": f"benchmarks/json/{stem}.json", "rows": [], "sessions": []}  # fmt: skip
     doc["sessions"].append({"git": git, "command": command, "device": device_name, "seeds": args.seeds})
     doc.setdefault("datasets", {})
+    data_dir = args.data_dir or work
     for name in dict.fromkeys(name for _, name, _ in rows):
-        checks = builders[name](work / name)
+        root = data_dir / name
+        done = root / ".built"
+        if done.exists() and done.read_text() == str(sizes[name]):
+            checks = check_stripes(*stripes_images(300)) if name == "generated-stripes" else None
+            print(f"{name}: reusing {root}", flush=True)
+        else:
+            checks = builders[name](root)
+            done.write_text(str(sizes[name]))
         if checks:
             doc["datasets"][name] = checks
             print(f"{name}: {checks}", flush=True)
+    if args.build_only:
+        print(f"data sets built under {data_dir}", flush=True)
+        return 0
     t_all = time.perf_counter()
     tasks = [(model, name, recipe, seed) for model, name, recipe in rows for seed in args.seeds]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -387,7 +413,7 @@ def main() -> int:
         for model, name, recipe, seed in tasks:
             extra = [] if recipe == "default" else [recipe]
             futures[(model, name, recipe, seed)] = pool.submit(
-                run_one, work / name, model, seed, sizes[name], extra, work, args.device
+                run_one, data_dir / name, model, seed, sizes[name], extra, work, args.device
             )
         for model, name, recipe in rows:
             runs = [futures[(model, name, recipe, seed)].result() for seed in args.seeds]
