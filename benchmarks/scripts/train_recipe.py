@@ -21,10 +21,11 @@ Each data set × model × seed runs ``python -m gpukit train`` (the CLI, default
 
     PYTHONPATH=src python benchmarks/scripts/train_recipe.py --out benchmarks  [--models seed-cnn resnet18]
 
-On a GPU, the ResNet-18 rows the CPU run left out, six runs at a time (prints each run's wall time):
+On a GPU, the ResNet-18 rows the CPU run left out, all twelve runs at once (prints each run's wall time):
 
-    PYTHONPATH=src python3 benchmarks/scripts/train_recipe.py --device cuda --hardware h200 --jobs 6 --out $OUT \
-        --rows resnet18:digits-5 resnet18:lfw-faces resnet18:generated-stripes resnet18:generated-stripes:--hflip
+    PYTHONPATH=src python3 benchmarks/scripts/train_recipe.py --device cuda --hardware h200 --jobs 12 --workers 1 \
+        --out $OUT --rows resnet18:digits-5 resnet18:lfw-faces resnet18:generated-stripes \
+        resnet18:generated-stripes:--hflip
 
 ``--rows MODEL:DATASET[:RECIPE]`` picks rows (RECIPE ``default`` or ``--hflip``; without it both for a generated
 set, the default for the others), ``--seeds`` the seeds, ``--data-dir DIR`` builds the data sets there once and
@@ -200,10 +201,13 @@ def heldout_accuracy(checkpoint: Path, heldout: Path, device: str) -> tuple[floa
     return right / len(rows), len(rows)
 
 
-def run_one(data_root: Path, model: str, seed: int, size: int, extra: list[str], work: Path, device: str) -> dict:
+def run_one(data_root: Path, model: str, seed: int, size: int, extra: list[str], work: Path, device: str,
+            workers: int | None = None) -> dict:  # fmt: skip
     out = work / f"run-{data_root.name}-{model}-{seed}-{'-'.join(extra) or 'default'}"
     cmd = [sys.executable, "-m", "gpukit", "train", str(data_root / "data"), "--model", model, "--seed", str(seed),
            "--image-size", str(size), "--device", device, "--out", str(out), "--json", *extra]  # fmt: skip
+    if workers:
+        cmd += ["--workers", str(workers)]
     t0 = time.perf_counter()
     # one intra-op thread: on a small, shared CPU torch's spinning OpenMP threads made steps 10x slower
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
@@ -413,7 +417,7 @@ def main() -> int:
         for model, name, recipe, seed in tasks:
             extra = [] if recipe == "default" else [recipe]
             futures[(model, name, recipe, seed)] = pool.submit(
-                run_one, data_dir / name, model, seed, sizes[name], extra, work, args.device
+                run_one, data_dir / name, model, seed, sizes[name], extra, work, args.device, args.workers
             )
         for model, name, recipe in rows:
             runs = [futures[(model, name, recipe, seed)].result() for seed in args.seeds]
