@@ -24,7 +24,7 @@ Each data set × model × seed runs ``python -m gpukit train`` (the CLI, default
 On a GPU, the ResNet-18 rows the CPU run left out, all twelve runs at once (prints each run's wall time):
 
     PYTHONPATH=src python3 benchmarks/scripts/train_recipe.py --device cuda --hardware h200 --jobs 12 --workers 1 \
-        --out $OUT --rows resnet18:digits-5 resnet18:lfw-faces resnet18:generated-stripes \
+        --out $OUT --rows resnet18:digits-5 resnet18:lfw-faces resnet18:generated-stripes:default \
         resnet18:generated-stripes:--hflip
 
 ``--rows MODEL:DATASET[:RECIPE]`` picks rows (RECIPE ``default`` or ``--hflip``; without it both for a generated
@@ -323,7 +323,7 @@ def parse_rows(args: argparse.Namespace, limits: dict[str, list[str]]) -> list[t
             both = ["default", "--hflip"] if parts[1] in GENERATED else ["default"]
             recipes = [parts[2]] if len(parts) == 3 else both
             picked += [(parts[0], parts[1], r) for r in recipes]
-        return picked
+        return list(dict.fromkeys(picked))  # a row named twice runs once
     for name in args.datasets:
         if name not in known:
             raise _fail(f"--datasets {name!r}: one of {', '.join(known)}")
@@ -345,6 +345,7 @@ def main() -> int:
     ap.add_argument("--hardware", default=None, help="name in the file names (default: cpu, or gpu with --device cuda)")
     ap.add_argument("--merge", type=Path, default=None, help="earlier JSON to add these rows to")
     ap.add_argument("--work", type=Path, default=None, help="folder for data and run folders (default: a temp dir)")
+    ap.add_argument("--workers", type=int, default=None, help="gpukit train --workers (decode processes per run)")
     ap.add_argument(
         "--data-dir",
         type=Path,
