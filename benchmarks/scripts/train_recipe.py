@@ -218,8 +218,12 @@ def run_one(data_root: Path, model: str, seed: int, size: int, extra: list[str],
         print(f"  {label}: error after {wall:.1f} s: {proc.stderr.strip().splitlines()[-1:]}", flush=True)
         return {"error": proc.stderr[-2000:], "wall_s": wall, "command": " ".join(cmd[1:])}
     doc = json.loads(proc.stdout)
-    best_acc, n = heldout_accuracy(out / "best.json", data_root / "heldout", device)
-    last_acc, _ = heldout_accuracy(out / "last.json", data_root / "heldout", device)
+    try:
+        best_acc, n = heldout_accuracy(out / "best.json", data_root / "heldout", device)
+        last_acc, _ = heldout_accuracy(out / "last.json", data_root / "heldout", device)
+    except Exception as exc:  # one failed scoring must not lose the other runs' results
+        print(f"  {label}: scoring failed: {exc!r}", flush=True)
+        return {"error": f"scoring: {exc!r}", "wall_s": wall, "command": " ".join(cmd[1:])}
     last = doc["epochs"][-1]
     times = doc["times"]
     print(f"  {label}: held-out best {best_acc:.3f} last {last_acc:.3f}; wall {wall:.1f} s (train "
