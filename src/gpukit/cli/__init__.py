@@ -38,9 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gpukit.cli import render
     from gpukit.cli.app import build_app
 
-    app = build_app()
+    args = list(argv) if argv is not None else sys.argv[1:]
+    app = build_app(args)
     try:
-        result = app(args=list(argv) if argv is not None else sys.argv[1:], standalone_mode=False)
+        result = app(args=args, standalone_mode=False)
     except GpukitError as exc:
         render.error(exc.message, exc.hint)
         return exc.exit_code

@@ -166,8 +166,9 @@ def _print_summary(result: Any) -> None:
 
 def _times_line(t: Any) -> str:
     """The wall-time split of the run, one line."""
-    parts = [("start-up", t.startup_s), ("decode", t.decode_s), ("setup", t.setup_s), ("compile/capture", t.capture_s),
-             ("train", t.train_s), ("validate", t.validate_s), ("save", t.save_s), ("other", t.other_s)]  # fmt: skip
+    parts = [("start-up", t.startup_s), ("decode", t.decode_s), ("imports", t.imports_s), ("setup", t.setup_s),
+             ("compile/capture", t.capture_s), ("train", t.train_s), ("validate", t.validate_s), ("save", t.save_s),
+             ("other", t.other_s)]  # fmt: skip
     shown = ", ".join(f"{name} {render.fmt_seconds(v)}" for name, v in parts if v is not None)
     return f"wall time {render.fmt_seconds(t.total_s)}: {shown}"
 

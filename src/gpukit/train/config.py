@@ -99,12 +99,16 @@ class EpochMetrics:
 
 @dataclass
 class WallTimes:
-    """Where a run's wall time went, in seconds. ``startup_s`` is process start → ``train()`` (interpreter and
-    imports; None when not in a process of its own); ``setup_s`` device, model and optimizer; ``capture_s`` CUDA
-    graph capture (warm-up steps included) or torch.compile's first step; ``other_s`` what is left of ``total_s``."""
+    """Where a run's wall time went, in seconds. ``startup_s`` is process start (the OS's record of it) →
+    ``train()``: the interpreter and the CLI's imports (None when not in a process of its own); ``decode_s`` the
+    image decode, during which torch, torch._dynamo and the CUDA context load on a thread (``preload.py``);
+    ``imports_s`` the wait for those after the decode (what it did not hide); ``setup_s`` device, model and
+    optimizer; ``capture_s`` CUDA graph capture (warm-up steps included) or torch.compile's first step;
+    ``other_s`` what is left of ``total_s``."""
 
     startup_s: float | None = None
     decode_s: float = 0.0
+    imports_s: float = 0.0
     setup_s: float = 0.0
     capture_s: float = 0.0
     train_s: float = 0.0
@@ -114,8 +118,8 @@ class WallTimes:
 
     @property
     def other_s(self) -> float:
-        parts = (self.startup_s or 0.0, self.decode_s, self.setup_s, self.capture_s, self.train_s, self.validate_s,
-                 self.save_s)  # fmt: skip
+        parts = (self.startup_s or 0.0, self.decode_s, self.imports_s, self.setup_s, self.capture_s, self.train_s,
+                 self.validate_s, self.save_s)  # fmt: skip
         return max(0.0, self.total_s - sum(parts))
 
     def to_dict(self) -> dict[str, Any]:

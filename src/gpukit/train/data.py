@@ -9,11 +9,13 @@ images, or that are corrupt or truncated (the Kaggle set has some), are skipped 
 
 from __future__ import annotations
 
+import mmap
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -59,45 +61,70 @@ def decode_image(path: str, size: int) -> np.ndarray:
         return np.asarray(rgb, dtype=np.uint8).transpose(2, 0, 1).copy()
 
 
-def _decode_chunk(args: tuple[list[str], int]) -> tuple[np.ndarray, list[int], list[tuple[int, str]]]:
-    paths, size = args
-    good: list[np.ndarray] = []
-    ok: list[int] = []
+# What forked decode workers inherit: the paths and the shared output array (set only while a decode runs).
+_SHARED: tuple[Sequence[str], np.ndarray] | None = None
+
+
+def _decode_range(span: tuple[int, int, int]) -> list[tuple[int, str]]:
+    """Decode ``paths[start:stop]`` straight into rows start..stop of the shared output; returns the failures."""
+    start, stop, size = span
+    assert _SHARED is not None
+    paths, out = _SHARED
     bad: list[tuple[int, str]] = []
-    for i, path in enumerate(paths):
+    for i in range(start, stop):
         try:
-            good.append(decode_image(path, size))
-            ok.append(i)
+            out[i] = decode_image(paths[i], size)
         except Exception as exc:  # PIL raises many types for a bad file; each one only skips that file
             bad.append((i, f"{type(exc).__name__}: {exc}"))
-    stacked = np.stack(good) if good else np.zeros((0, 3, size, size), np.uint8)
-    return stacked, ok, bad
+    return bad
+
+
+def _fork_context() -> Any:
+    """The ``fork`` start method where the platform has it (workers inherit the output mapping), else None."""
+    import multiprocessing
+
+    return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
 
 def decode_paths(
-    paths: Sequence[str], size: int, workers: int | None = None
+    paths: Sequence[str], size: int, workers: int | None = None, on_started: Callable[[], None] | None = None
 ) -> tuple[np.ndarray, list[int], list[tuple[str, str]]]:
-    """Decode many files → (images (M,3,S,S), indices of the decoded ones into ``paths``, skipped (path, reason))."""
+    """Decode many files → (images (M,3,S,S), indices of the decoded ones into ``paths``, skipped (path, reason)).
+
+    Worker processes are forked and write their rows into one shared anonymous mapping, so no image goes through a
+    pipe: the parent only receives the failures. (Sending the decoded chunks back pickled made the parent's result
+    thread read each 2 MB chunk in 64 KiB pipe reads, re-taking the GIL after every one; with another thread busy
+    importing torch, each re-take waited up to a switch interval and the decode ran several times slower.)
+    ``on_started`` is called once the workers exist (at once for an in-process decode): a caller starts its own
+    threads there, so that no thread is running while this process forks."""
+    global _SHARED
+    from PIL import Image  # noqa: F401  (imported before the fork: every worker inherits it)
+
     workers = workers or min(os.cpu_count() or 1, 16)
-    chunk = max(64, len(paths) // (workers * 8) + 1)
-    jobs = [(list(paths[i : i + chunk]), size) for i in range(0, len(paths), chunk)]
-    images = np.empty((len(paths), 3, size, size), np.uint8)  # filled in place: no second copy of the set
-    count = 0
-    ok: list[int] = []
-    skipped: list[tuple[str, str]] = []
-    pool = ProcessPoolExecutor(max_workers=workers) if len(paths) >= _SERIAL_BELOW and workers > 1 else None
+    n, chunk = len(paths), max(64, len(paths) // (workers * 8) + 1)
+    ctx = _fork_context() if n >= _SERIAL_BELOW and workers > 1 else None
+    if ctx is not None:
+        buf = mmap.mmap(-1, max(1, n * 3 * size * size))  # MAP_SHARED | MAP_ANONYMOUS: forked workers write here
+        images = np.frombuffer(buf, np.uint8, count=n * 3 * size * size).reshape(n, 3, size, size)
+    else:
+        images = np.empty((n, 3, size, size), np.uint8)
+    spans = [(i, min(n, i + chunk), size) for i in range(0, n, chunk)]
+    _SHARED = (paths, images)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx) if ctx is not None else None
     try:
-        results = pool.map(_decode_chunk, jobs) if pool else map(_decode_chunk, jobs)
-        for j, (stacked, good, bad) in enumerate(results):  # chunks arrive in order, each freed after its copy
-            base = j * chunk
-            images[count : count + len(stacked)] = stacked
-            count += len(stacked)
-            ok += [base + i for i in good]
-            skipped += [(paths[base + i], reason) for i, reason in bad]
+        results = pool.map(_decode_range, spans) if pool else None  # submits every span: the workers are forked
+        if on_started is not None:
+            on_started()
+        bad = [b for part in (results if results is not None else map(_decode_range, spans)) for b in part]
     finally:
+        _SHARED = None
         if pool:
             pool.shutdown()
-    return images[:count], ok, skipped
+    if not bad:
+        return images, list(range(n)), []
+    failed = {i for i, _ in bad}
+    ok = [i for i in range(n) if i not in failed]
+    return images[ok], ok, [(paths[i], reason) for i, reason in bad]
 
 
 def scan_images(root: Path) -> tuple[list[str], list[str]]:
@@ -143,8 +170,10 @@ def _split(labels: list[int], val_fraction: float, seed: int) -> tuple[list[int]
     return sorted(train), sorted(val)
 
 
-def _make_split(paths: list[str], labels: list[int], size: int, workers: int | None) -> tuple[Split, list]:
-    images, ok, skipped = decode_paths(paths, size, workers)
+def _make_split(
+    paths: list[str], labels: list[int], size: int, workers: int | None, on_started: Callable[[], None] | None
+) -> tuple[Split, list]:
+    images, ok, skipped = decode_paths(paths, size, workers, on_started)
     return Split(images, np.asarray([labels[i] for i in ok], dtype=np.int64), [paths[i] for i in ok]), skipped
 
 
@@ -170,9 +199,15 @@ def _take(split: Split, idx: list[int]) -> Split:
 
 
 def load_folder(
-    root: Path, image_size: int = 64, val_fraction: float = 0.2, seed: int = 0, workers: int | None = None
+    root: Path,
+    image_size: int = 64,
+    val_fraction: float = 0.2,
+    seed: int = 0,
+    workers: int | None = None,
+    on_started: Callable[[], None] | None = None,
 ) -> FolderData:
-    """Scan and decode a data folder (see the module doc); raises ``ConfigError`` when it holds no usable classes."""
+    """Scan and decode a data folder (see the module doc); raises ``ConfigError`` when it holds no usable classes.
+    ``on_started`` is called once, when the decode workers are running (see :func:`decode_paths`)."""
     root = Path(root)
     if root.exists() and not root.is_dir():
         raise ConfigError(
@@ -193,12 +228,16 @@ def load_folder(
     if has_split:
         tr_paths, tr_labels, skipped = _collect(split_root, classes)
         va_paths, va_labels, skipped_val = _collect(root / "val", classes)
-        train, bad_train = _make_split(tr_paths, tr_labels, image_size, workers)
-        val, bad_val = _make_split(va_paths, va_labels, image_size, workers)
-        skipped += skipped_val + bad_train + bad_val
+        # one decode for both folders: one set of workers, one fork
+        every, bad = _make_split(tr_paths + va_paths, tr_labels + va_labels, image_size, workers, on_started)
+        skipped += skipped_val + bad
+        in_train = set(tr_paths)
+        n_train = sum(1 for p in every.paths if p in in_train)  # decoded train images come first, in order
+        train = _take(every, list(range(n_train)))
+        val = _take(every, list(range(n_train, len(every))))
     else:  # decode first, then split what decoded, so a corrupt file does not shrink one side
         paths, labels, skipped = _collect(root, classes)
-        every, bad = _make_split(paths, labels, image_size, workers)
+        every, bad = _make_split(paths, labels, image_size, workers, on_started)
         skipped += bad
         tr_idx, va_idx = _split(every.labels.tolist(), val_fraction, seed)
         train, val = _take(every, tr_idx), _take(every, va_idx)

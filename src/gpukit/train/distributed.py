@@ -17,7 +17,7 @@ from gpukit.errors import ConfigError, DeviceError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["DistInfo", "all_reduce_sum", "cleanup", "setup"]
+__all__ = ["DistInfo", "all_reduce_sum", "cleanup", "launched", "setup"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,11 @@ def resolve_device(requested: str, local_rank: int = 0) -> str:
             raise DeviceError("--device cuda was asked for, but torch sees no CUDA GPU", hint="use --device cpu")
         return f"cuda:{local_rank}" if requested == "cuda" else requested
     raise ConfigError(f"unknown device {requested!r}", hint="use cpu, cuda or auto")
+
+
+def launched() -> bool:
+    """Whether torchrun (or another launcher) started this process as one rank of several."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 def setup(requested_device: str = "auto") -> DistInfo:

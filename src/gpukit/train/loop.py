@@ -26,6 +26,7 @@ from gpukit.train.data import load_folder
 from gpukit.train.evaluate import evaluate
 from gpukit.train.monitor import UtilSampler
 from gpukit.train.parts import build_parts, make_run_dir
+from gpukit.train.preload import Preload
 from gpukit.train.resume import ResumePoint, RunIdentity, find_resume_point
 from gpukit.train.saving import RunFiles
 from gpukit.train.schedule import epochs_for, lr_table
@@ -53,39 +54,44 @@ def epoch_plan(
 def train(cfg: TrainConfig, on_event: EventFn | None = None, started_at: float | None = None) -> TrainResult:
     """Train as configured; under torchrun, every rank calls this and rank 0 writes the outputs. ``started_at``
     (a ``time.time()``, e.g. the process's start) makes the wall-time split count the start-up before the call."""
-    import torch  # noqa: F401  (imported here so that its import counts as start-up, not setup)
-
-    entered = time.time()  # after torch's import: that is start-up, like the interpreter's
-    if started_at is None:
-        started_at = entered
+    entered = time.time()  # start-up ends here: interpreter and CLI imports; torch is imported during the decode
     cfg.validate()
-    _preload(cfg.device)
-    info = distributed.setup(cfg.device)
+    preload = Preload(cfg.device)
+    # torchrun: join the group first, as every rank must; one process: the device is resolved after the decode,
+    # so that torch's import overlaps it (a --device cuda without a GPU then fails after the decode)
+    info = distributed.setup(cfg.device) if distributed.launched() else None
+    run: _Run | None = None
     try:
-        result = _Run(cfg, info, on_event or (lambda _e: None), entered, started_at).run()
+        run = _Run(cfg, info, on_event or (lambda _e: None), entered, started_at, preload)
+        result = run.run()
         # Every rank waits here until rank 0 has written its outputs, so all tear the group down together
         # (distributed.cleanup says why the teardown needs care).
-        distributed.barrier(info)
+        distributed.barrier(run.info)
         return result
     finally:
-        distributed.cleanup(info)
+        final = run.info if run is not None else info
+        if final is not None:
+            distributed.cleanup(final)
 
 
 class _Run:
-    def __init__(self, cfg: TrainConfig, info: distributed.DistInfo, on_event: EventFn, entered: float,
-                 started_at: float | None) -> None:  # fmt: skip
-        self.cfg, self.info, self.emit = cfg, info, on_event
+    def __init__(self, cfg: TrainConfig, info: distributed.DistInfo | None, on_event: EventFn, entered: float,
+                 started_at: float | None, preload: Preload) -> None:  # fmt: skip
+        self.cfg, self.emit = cfg, on_event
         self.t_start = started_at if started_at is not None else entered
         self.times = WallTimes(startup_s=entered - self.t_start)
         self.stop_requested = False
-        self.run_dir = make_run_dir(cfg, info)  # before the decode: a bad --resume/--out fails at once
+        # before the decode: a bad --resume/--out fails at once (one process is rank 0 whatever its device)
+        self.run_dir = make_run_dir(cfg, info or distributed.DistInfo(0, 1, 0, cfg.device, None))
         t0 = time.perf_counter()
         workers = cfg.workers or max(1, min(16, (_cpu_count() // max(1, _local_world()))))
-        self.data = load_folder(cfg.data, cfg.image_size, cfg.val_fraction, cfg.seed, workers)
+        self.data = load_folder(cfg.data, cfg.image_size, cfg.val_fraction, cfg.seed, workers, preload.start)
         self.times.decode_s = time.perf_counter() - t0
+        self.times.imports_s = preload.wait()  # torch, torch._dynamo, CUDA context: what the decode did not hide
         self.emit({"kind": "data", "train": len(self.data.train), "val": len(self.data.val),
                    "skipped": self.data.skipped_count, "decode_s": self.times.decode_s})  # fmt: skip
         t0 = time.perf_counter()
+        self.info = info = info if info is not None else distributed.setup(cfg.device)
         self.parts = build_parts(cfg, info, self.data)
         self.times.setup_s = time.perf_counter() - t0
         p = self.parts
@@ -308,25 +314,6 @@ class _Run:
         self.files.save_resume(p.net, p.optimizer, epoch, step, total, self.result.epochs)
         self.notes.append(f"stopped by a signal at epoch {epoch + 1}, step {step}; resume with --resume")
         self.files.log(self.notes[-1])
-
-
-def _preload(device: str) -> None:
-    """Start, on a thread, what the run needs later but not yet, so it overlaps the decode: torch._dynamo (the
-    optimizer's constructor imports it: 2-5 s) and, on a GPU, the CUDA context. The main thread waits for either
-    only if it gets there first (Python's import lock; CUDA's own init lock)."""
-
-    def work() -> None:
-        import torch
-
-        try:
-            import torch._dynamo
-
-            if device != "cpu" and torch.cuda.is_available():
-                torch.cuda.init()
-        except Exception:  # the main thread meets the same failure, with its own error, where it needs the part
-            pass
-
-    threading.Thread(target=work, name="gpukit-preload", daemon=True).start()
 
 
 def _sync(device: Any) -> None:

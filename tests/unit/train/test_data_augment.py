@@ -56,6 +56,31 @@ def test_parallel_decode_matches_serial(tmp_path: Path) -> None:
     np.testing.assert_array_equal(images[:n], serial)
 
 
+def test_decode_hook_runs_once_after_the_workers_fork(tmp_path: Path) -> None:
+    """``on_started`` comes once the worker processes exist (so a thread started there is never forked), before the
+    decode has finished; a train/ + val/ folder is decoded in one pass (one hook call, one fork)."""
+    import multiprocessing
+    import threading
+
+    from train_testdata import make_folder
+
+    make_folder(tmp_path / "d" / "train", per_class=300, size=8, junk=False)
+    make_folder(tmp_path / "d" / "val", per_class=20, size=8, junk=False, seed=3)
+    calls: list[tuple[int, int]] = []
+
+    def hook() -> None:
+        calls.append((len(multiprocessing.active_children()), threading.active_count()))
+
+    data = load_folder(tmp_path / "d", 8, workers=2, on_started=hook)
+    assert (len(data.train), len(data.val)) == (600, 40)
+    assert len(calls) == 1 and calls[0][0] == 2  # both workers were running when the hook was called
+    assert all("/train/" in p for p in data.train.paths) and all("/val/" in p for p in data.val.paths)
+    serial = load_folder(tmp_path / "d", 8, workers=1, on_started=hook)
+    assert len(calls) == 2  # an in-process decode calls it too
+    np.testing.assert_array_equal(data.val.images, serial.val.images)
+    np.testing.assert_array_equal(data.train.images, serial.train.images)
+
+
 def test_missing_or_single_class_folder_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         load_folder(tmp_path / "nope")

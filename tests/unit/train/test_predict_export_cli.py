@@ -97,3 +97,18 @@ def test_cli_train_json_and_bad_input(trained: tuple[Path, Path], run_cli, tmp_p
         assert res.exit_code == 2 and "error:" in res.stderr, (bad, res.stderr)  # not a traceback
     res = run_cli("predict", str(tmp_path / "r"), str(data), "--batch-size", "0", "--device", "cpu")
     assert res.exit_code == 2 and "--batch-size" in res.stderr
+
+
+def test_train_command_builds_only_its_own_cli_module() -> None:
+    """`gpukit train …` must not pay for the bench/serve/plan modules at start-up (they import the measuring engine)."""
+    import subprocess
+    import sys
+
+    heavy = "('gpukit.bench', 'gpukit.cli.bench', 'gpukit.cli.serve')"
+    code = (
+        "import sys; from gpukit.cli.app import build_app; app = build_app(['train']); "
+        "print(sorted(c.name for c in app.registered_commands), "
+        f"any(m.startswith({heavy}) for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "['export', 'predict', 'train'] False"
