@@ -8,8 +8,7 @@ raises, never prints ``Traceback``; a 2 comes with an ``error:`` line.
 
 Commands run in-process through ``gpukit.cli.main`` (an exception escaping it is what a traceback would be in a
 real process); one subprocess checks the same on a real ``python -m gpukit``. Commands another branch adds (serve,
-loadtest, deploy) are driven when they are registered. Cases whose fix lives on another branch are ``xfail``
-(strict=False) here, naming the branch.
+loadtest, deploy) are driven when they are registered.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from typing import Any
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,16 +45,12 @@ LLAMA = {
     "tie_word_embeddings": False,
 }
 BENCH = ["--device", "cpu", "-b", "numpy", "--no-ceilings", "--no-save", "--budget", "0.1"]  # cheap if accepted
-FIX_TRAIN = pytest.mark.xfail(reason="fixed on branch train", strict=False)
-FIX_ENGINE = pytest.mark.xfail(reason="fixed on branch engine", strict=False)
 PROPERTY = settings(
     max_examples=int(os.environ.get("GPUKIT_FUZZ_EXAMPLES", "25")),
     deadline=None,
     derandomize=True,  # the same examples on every run: CI failures reproduce
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-# For the xfail'd properties (fixes on other branches): no shrinking, which would re-run a failing command many times.
-PROPERTY_ELSEWHERE = settings(PROPERTY, phases=[Phase.explicit, Phase.generate])
 
 
 @dataclass
@@ -173,8 +168,8 @@ def corpus(e: dict[str, Path]) -> list[Any]:
         ("bench", "vector-add", "--size", "1KiB", "--workload", str(root / "nofile.py:f"), *BENCH),
         ("bench", "vector-add", "--size", "1KiB", "--baseline", "no-such-baseline", *BENCH),
         ("bench", "vector-add", "--size", "1KiB", "--markdown", empty, *BENCH),
-        pytest.param(("bench", "mandelbrot", "--size", "16x16x5", "--save-image", empty, *BENCH), marks=FIX_ENGINE),
-        pytest.param(("bench", "vector-add", "--size", "1KiB", "--seed", "-1", *BENCH), marks=FIX_ENGINE),
+        ("bench", "mandelbrot", "--size", "16x16x5", "--save-image", empty, *BENCH),
+        ("bench", "vector-add", "--size", "1KiB", "--seed", "-1", *BENCH),
         ("bench", "vector-add", "--size", "1KiB", "--workload", f"{empty}:f", *BENCH),
         # history / report
         ("history", "--db", garbage),
@@ -217,15 +212,15 @@ def corpus(e: dict[str, Path]) -> list[Any]:
         ("train", str(data), "--model", "vgg", "--device", "cpu"),
         ("train", str(data), "--device", "tpu"),
         ("train", str(data), "--val-fraction", "2", "--device", "cpu"),
-        pytest.param(("train", str(data), "--seed", "-1", "--epochs", "1", "--device", "cpu"), marks=FIX_TRAIN),
+        ("train", str(data), "--seed", "-1", "--epochs", "1", "--device", "cpu"),
         # predict / export
         ("predict", str(root / "missing"), str(data)),
         ("predict", str(r), str(root / "missing.jpg")),
-        pytest.param(("predict", str(r), empty), marks=FIX_TRAIN),
+        ("predict", str(r), empty),
         ("predict", str(r), str(data), "--batch-size", "0"),
         ("export", str(root / "missing"), "--onnx", str(root / "m.onnx")),
         ("export", str(r), "--onnx", empty),
-        pytest.param(("export", str(r), "--onnx", str(root / "m.onnx"), "--opset", "0"), marks=FIX_TRAIN),
+        ("export", str(r), "--onnx", str(root / "m.onnx"), "--opset", "0"),
     ]
     return cases
 
@@ -242,7 +237,7 @@ def _corpus_ids() -> list[str]:
 @pytest.mark.parametrize("index", range(len(_corpus_ids())), ids=_corpus_ids())
 def test_corpus_exits_2_without_traceback(env: dict[str, Path], index: int, request: pytest.FixtureRequest) -> None:
     case = corpus(env)[index]
-    if hasattr(case, "values"):  # a pytest.param: apply its xfail mark to this run
+    if hasattr(case, "values"):  # a pytest.param: apply its marks to this run
         for mark in case.marks:
             request.applymarker(mark)
         case = case.values[0]
@@ -253,7 +248,7 @@ def test_corpus_exits_2_without_traceback(env: dict[str, Path], index: int, requ
 @pytest.mark.parametrize(
     "command",
     # edited-checkpoint handling in predict and export is the train branch's part of issue 12
-    [pytest.param("predict", marks=FIX_TRAIN), pytest.param("export", marks=FIX_TRAIN), "resume"],
+    ["predict", "export", "resume"],
 )
 def test_edited_checkpoint_is_refused(env: dict[str, Path], edit: str, command: str) -> None:
     run_dir = edited_run(env, edit, CHECKPOINT_EDITS[edit])
@@ -357,7 +352,7 @@ OTHER_FLAGS = [
     ("report", "--run"),
     ("report", "--format"),
 ]
-# Commands whose fixes live on the train and engine branches: the same property, xfail until those merge.
+# predict, export and bench: the same property (their fixes came with the train and engine branches).
 OTHER_BRANCH_FLAGS = [
     ("predict", "--batch-size"),
     ("export", "--opset"),
@@ -396,8 +391,7 @@ def test_any_flag_value_of_other_commands_exits_0_or_2(
         assert_clean(run(*argv), allowed=(0, 2))
 
 
-@pytest.mark.xfail(reason="fixed on branch train|engine", strict=False)
-@PROPERTY_ELSEWHERE
+@PROPERTY
 @given(which=st.sampled_from(OTHER_BRANCH_FLAGS), value=FLAG_TEXT)
 def test_any_flag_value_of_train_and_bench_exits_0_or_2(
     env: dict[str, Path], which: tuple[str, str], value: str
@@ -407,8 +401,7 @@ def test_any_flag_value_of_train_and_bench_exits_0_or_2(
         assert_clean(run(*argv), allowed=(0, 2))
 
 
-@pytest.mark.xfail(reason="fixed on branch train", strict=False)
-@PROPERTY_ELSEWHERE
+@PROPERTY
 @given(
     edits=st.dictionaries(
         st.sampled_from(["model", "image_size", "classes", "epoch", "tensors_file", "history", "tensors_sha256"]),

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gpukit.bench.results import Result, Run
-from gpukit.bench.sweep import Crossover, parse_label
+from gpukit.bench.sweep import Crossover
 
 __all__ = ["NOT_MEASURED", "Claim", "seed_claims"]
 
@@ -50,9 +50,14 @@ def _pair_at(rows: Sequence[Result], label: str) -> tuple[Result, Result] | None
 
 def _common_labels(rows: Sequence[Result], group: str | None = None) -> list[str]:
     """Size labels with both a CPU and a GPU row (optionally of one group), smallest first."""
-    labels = {r.size for r in rows if group is None or parse_label(r.size)[1] == group}
+    labels = {r.size for r in rows if group is None or (r.size_group or "") == group}
     both = [lab for lab in labels if _pair_at(rows, lab)]
-    return sorted(both, key=lambda lab: parse_label(lab)[0] or 0.0)
+    return sorted(both, key=lambda lab: _size_x(rows, lab))
+
+
+def _size_x(rows: Sequence[Result], label: str) -> float:
+    """The magnitude the engine stored for a size label (``Result.size_x``); 0 when it has none."""
+    return next((r.size_x for r in rows if r.size == label and r.size_x is not None), 0.0)
 
 
 def _s(seconds: float | None) -> str:
@@ -97,8 +102,8 @@ def _training(rows: Sequence[Result], workload: str, key: str, title: str, seed:
         pair = _pair_at(tr, lab)
         assert pair is not None
         ratios.append((lab, pair[0].call_s / pair[1].call_s))  # type: ignore[operator]
-    text = ", ".join(f"batch {parse_label(lab)[0]:.0f}: {_speed(r)}" for lab, r in ratios)
-    at = next((r for lab, r in ratios if parse_label(lab)[0] == batch), None)
+    text = ", ".join(f"batch {_size_x(tr, lab):.0f}: {_speed(r)}" for lab, r in ratios)
+    at = next((r for lab, r in ratios if _size_x(tr, lab) == batch), None)
     lead = f"at the seed's batch {batch}: {_speed(at)}; " if at is not None else ""
     return Claim(key, title, seed, f"{lead}per training step by batch size — {text}", f"{workload} {labels[0]}…")
 
@@ -127,7 +132,7 @@ def _tensor_cores(rows: Sequence[Result]) -> Claim:
     gemm = [r for r in _ok(rows, "gemm") if r.device != "cpu" and r.tflops]
     by_n: dict[float, dict[str, Result]] = {}
     for r in gemm:
-        n, group = parse_label(r.size)
+        n, group = r.size_x, r.size_group or ""
         if n is not None:
             best = by_n.setdefault(n, {}).get(group)
             if best is None or (r.tflops or 0) > (best.tflops or 0):

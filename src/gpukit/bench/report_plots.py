@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpukit.bench.results import THROUGHPUT_UNITS, Result, Run
-from gpukit.bench.sweep import Crossover, parse_label, size_axis
+from gpukit.bench.sweep import Crossover, size_axis
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -68,7 +68,7 @@ def compute_ceilings(rows: Sequence[Result]) -> dict[str, tuple[float, str]]:
         if r.workload == "gemm" and r.ok and r.tflops:
             dev = "cpu" if r.device == "cpu" else "gpu"
             if r.tflops * 1e12 > best.get(dev, (0.0, ""))[0]:
-                best[dev] = (r.tflops * 1e12, parse_label(r.size)[1] or str(r.dtype))
+                best[dev] = (r.tflops * 1e12, r.size_group or str(r.dtype))
     return best
 
 
@@ -171,7 +171,7 @@ def bars_plot(workload: str, rows: Sequence[Result]) -> bytes:
     for r in rows:
         if r.workload != workload or not r.ok or r.throughput is None:
             continue
-        x, group = parse_label(r.size)
+        x, group = r.size_x, r.size_group or ""
         name = f"{r.backend} {group}".strip()
         unit = r.throughput_unit
         if name not in best or (x or 0.0) > best[name][0]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpukit.bench.request import SWEEP_BUDGET_S, SWEEP_TOTAL_S
-from gpukit.bench.results import Result, Run, legacy_size
+from gpukit.bench.results import Result, Run
 
 if TYPE_CHECKING:
     from gpukit.bench.harness import Progress
@@ -37,7 +37,6 @@ __all__ = [
     "SizePoint",
     "crossovers",
     "find_crossover",
-    "parse_label",
     "run_sweep",
     "size_axis",
 ]
@@ -75,11 +74,6 @@ _AXIS = {
     "vector-add": "bytes per operand",
     "saxpy": "bytes per operand",
 }
-
-
-def parse_label(label: str) -> tuple[float | None, str]:
-    """Kept for the report modules that still read labels; the engine reads ``Result.size_x``/``size_group``."""
-    return legacy_size(label)
 
 
 def size_axis(workload: str) -> str:

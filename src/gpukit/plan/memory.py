@@ -1,8 +1,10 @@
 """Peak GPU memory per device for a training step or a generation, broken down by what holds it.
 
-Training peak (steady state, step ≥ 2, ``zero_grad(set_to_none=True)``): the larger of
-  (a) start of backward: weights + master + optimizer state + activations + the loss's logits transient, and
-  (b) optimizer step: weights + master + optimizer state + gradients + the optimizer's temporary
+Training peak (steady state, step ≥ 2, ``zero_grad(set_to_none=True)``): the largest of
+  (a) start of backward: weights + master + optimizer state + activations + the loss's logits transient,
+  (b) end of backward: weights + master + optimizer state + every gradient + what backward's last node holds on
+      top of them (a tied embedding's gradient sum; the logits the caller's model output still references), and
+  (c) optimizer step: weights + master + optimizer state + gradients + the optimizer's temporary
       (foreach AdamW allocates one sqrt(v) copy of the state; fused nothing; for-loop one parameter's worth),
 because during backward activations are freed about as fast as gradients are allocated.
 Inference peak: weights + KV cache + the prefill's one-layer working set.
@@ -237,6 +239,35 @@ def activation_bytes(model: ModelSpec, s: PlanSettings) -> tuple[float, float, l
     return acts, logits, notes
 
 
+def backward_end_bytes(model: ModelSpec, s: PlanSettings) -> tuple[float, list[str]]:
+    """Bytes alive at the end of backward on top of the (final) gradients, on one GPU.
+
+    Two terms, both for transformers (a CNN's are its batch × classes logits: negligible):
+
+    * **Tied embedding gradient sum.** With ``tie_word_embeddings`` the input embedding and the output head are one
+      leaf tensor (vocab × hidden). Its head gradient is made early in backward and waits in autograd's input buffer
+      until the embedding's dense gradient arrives at the very end; the engine then adds the two out of place. For a
+      moment the head gradient, the embedding gradient and their sum coexist: two vocab × hidden tensors in the
+      gradient dtype beyond the one that becomes ``.grad``. Measured: 3 × vocab·hidden live during backward against
+      1 × at its end (torch 2.14 CPU, profiler memory events; untied: 2 × throughout, the two ``.grad``s).
+    * **Logits the caller still holds.** ``out = model(ids, labels=ids); out.loss.backward()`` — how training loops
+      and ``--measure`` call a causal LM — keeps ``out.logits`` (batch × seq × vocab in the activation dtype) alive
+      until backward returns.
+
+    On the H200 (torch 2.11, plan_knobs_h200.py, 2026-12-01) Qwen2-0.5B bf16 b1 × 128 peaked in backward 584.2 MB
+    above its end-of-backward gradients: 2 × 272.3 MB (vocab × hidden, bf16) + 38.9 MB (b·s·V bf16) + 0.7 MB.
+    Where the loss's logits are large (b8 × 512) the start of backward stays the peak, so the term changes nothing.
+    """
+    if not isinstance(model, TransformerSpec):
+        return 0.0, []
+    grad = 2.0 if s.recipe in ("bf16", "bf16-master") else 4.0  # gradients take the weight dtype
+    held = (4.0 if s.mode == "fp32" else 2.0) * s.batch * s.seq * model.vocab_size / s.tp  # vocab-parallel head
+    if not model.tied_embeddings:
+        return held, []
+    tied = 2 * grad * model.vocab_size * model.hidden_size / s.tp
+    return tied + held, ["tied embeddings: head and embedding gradients summed out of place at the end of backward"]
+
+
 def kv_cache_bytes(model: TransformerSpec, batch: int, tokens: int, kv_dtype: str = "bf16") -> int:
     """2 (K and V) · L · k · d · tokens · batch · bytes. Llama-2-7B in bf16: 512 KiB per token."""
     return int(2 * model.num_layers * model.num_kv_heads * model.head_dim * tokens * batch * DTYPE_BYTES[kv_dtype])
@@ -290,10 +321,13 @@ def estimate_training(model: ModelSpec, s: PlanSettings) -> MemoryBreakdown:
         notes.append("ddp: gradient buckets hold a second copy of the gradients (counted in gradients)")
     acts, logits, act_notes = activation_bytes(model, s)
     notes += act_notes
+    end_extra, end_notes = backward_end_bytes(model, s)
+    notes += end_notes
     states = w + master + opt
     backward_start = states + acts + logits
+    backward_end = states + g + buckets + end_extra
     optimizer_step = states + g + buckets + temp
-    peak = max(backward_start, optimizer_step)
+    peak = max(backward_start, backward_end, optimizer_step)
     parts = {
         "weights_bytes": w,
         "gradients_bytes": g + buckets,
@@ -303,11 +337,12 @@ def estimate_training(model: ModelSpec, s: PlanSettings) -> MemoryBreakdown:
         "logits_bytes": logits,
         "kv_cache_bytes": 0.0,
     }
-    notes.append(
-        "peak at start of backward (activations + logits)"
-        if backward_start >= optimizer_step
-        else "peak in optimizer step (gradients + optimizer temporary)"
-    )
+    if backward_start >= max(backward_end, optimizer_step):
+        notes.append("peak at start of backward (activations + logits)")
+    elif backward_end >= optimizer_step:
+        notes.append("peak at end of backward (all gradients + the last node's temporaries)")
+    else:
+        notes.append("peak in optimizer step (gradients + optimizer temporary)")
     return _finish(parts, peak, s, notes)
 
 

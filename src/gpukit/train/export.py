@@ -61,6 +61,7 @@ def export_onnx(model_path: Path, out: Path, opset: int = 17, check_images: int 
         import onnxruntime as ort
     except ImportError as exc:
         raise BackendUnavailable("onnxruntime is not installed", hint="pip install 'gpukit[export]'") from exc
+    _check_opset(opset)
     loaded = load_model(model_path, "cpu")
     module = _wrapped(loaded.net)
     size = loaded.image_size
@@ -84,6 +85,23 @@ def export_onnx(model_path: Path, out: Path, opset: int = 17, check_images: int 
         tmp.unlink(missing_ok=True)
     return ExportResult(str(out), loaded.model, loaded.classes, size, opset, check_images, diff, TOLERANCE,
                         ort.__version__)  # fmt: skip
+
+
+def _check_opset(opset: int) -> None:
+    """Refuse an opset the TorchScript exporter (``dynamo=False``) cannot write, before any work: torch raised a
+    RuntimeError for 0 and a TypeError deep in the tracer for 10³⁰."""
+    try:
+        from torch.onnx import _constants
+
+        low = int(_constants.ONNX_MIN_OPSET)
+        high = int(getattr(_constants, "ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", _constants.ONNX_MAX_OPSET))
+    except (ImportError, AttributeError):  # a private module: if it moves, torch's own check still stands behind
+        return
+    if not low <= opset <= high:
+        raise ConfigError(
+            f"--opset {opset} is not an ONNX opset this torch can export (it writes {low} to {high})",
+            hint="leave --opset at its default (17) or pick one in that range",
+        )
 
 
 def _export_and_check(module: Any, path: Path, size: int, opset: int, check_images: int, seed: int) -> float:

@@ -6,14 +6,14 @@ import math
 
 import pytest
 
-from gpukit.bench.results import Result
-from gpukit.bench.sweep import SizePoint, crossovers, find_crossover, parse_label
+from gpukit.bench.results import Result, legacy_size
+from gpukit.bench.sweep import SizePoint, crossovers, find_crossover
 
 SIZES = [2**k for k in range(6, 15)]  # 64 … 16384
 
 
 def _row(workload, backend, device, label, t, *, spread=0.02, h2d=0.0, d2h=0.0, status="ok"):
-    x, group = parse_label(label)  # what the engine's Size carries on a measured row
+    x, group = legacy_size(label)  # what the engine's Size carries on a measured row
     return Result(
         workload=workload,
         backend=backend,
@@ -41,11 +41,11 @@ def fake_device(cpu_per_item, gpu_launch_s, gpu_per_item, *, group="fp32", h2d_p
     return rows
 
 
-def test_parse_label():
-    assert parse_label("4096-bf16") == (4096.0, "bf16")
-    assert parse_label("1GiB") == (2.0**30, "")
-    assert parse_label("1536x1024x20") == (1536 * 1024 * 20, "")
-    assert parse_label("nonsense") == (None, "")
+def test_legacy_size_reads_labels_of_rows_saved_before_size_x():
+    assert legacy_size("4096-bf16") == (4096.0, "bf16")
+    assert legacy_size("1GiB") == (2.0**30, "")
+    assert legacy_size("1536x1024x20") == (1536 * 1024 * 20, "")
+    assert legacy_size("nonsense") == (None, "")
 
 
 def test_crossover_of_linear_fake_device_is_interpolated_near_the_analytic_point():
@@ -77,7 +77,7 @@ def test_end_to_end_transfers_move_the_crossover_up():
     by_mode = {c.mode: c for c in crossovers(rows)}
     k, e = by_mode["kernel"], by_mode["end_to_end"]
     assert e.status == "crosses"
-    assert parse_label(e.size_label)[0] > parse_label(k.size_label)[0]
+    assert legacy_size(e.size_label)[0] > legacy_size(k.size_label)[0]  # type: ignore[operator]
 
 
 def test_transfers_slower_than_the_cpu_mean_never():
