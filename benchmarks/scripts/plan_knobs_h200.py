@@ -78,7 +78,11 @@ def peak_phase(row: dict[str, Any]) -> str:
 
 def predicted_phase(row: dict[str, Any]) -> str:
     notes = " ".join(row.get("predicted", {}).get("notes", []))
-    return "step" if "optimizer step" in notes else "backward start" if "start of backward" in notes else "n/a"
+    if "optimizer step" in notes:
+        return "step"
+    if "end of backward" in notes:
+        return "backward end"
+    return "backward start" if "start of backward" in notes else "n/a"
 
 
 def run_rows(db: Path) -> list[dict[str, Any]]:
