@@ -7,8 +7,8 @@ random text for the flags of every command. The property is the same everywhere:
 raises, never prints ``Traceback``; a 2 comes with an ``error:`` line.
 
 Commands run in-process through ``gpukit.cli.main`` (an exception escaping it is what a traceback would be in a
-real process); one subprocess checks the same on a real ``python -m gpukit``. Commands another branch adds (serve,
-loadtest, deploy) are driven when they are registered.
+real process); one subprocess checks the same on a real ``python -m gpukit``. serve, loadtest and deploy
+are driven like the rest.
 """
 
 from __future__ import annotations
@@ -263,20 +263,27 @@ def run_command_on_checkpoint(env: dict[str, Path], command: str, run_dir: Path)
     return run("train", str(env["data"]), "--out", str(run_dir), "--resume", "--epochs", "2", "--device", "cpu")
 
 
-def test_optional_commands_are_driven_when_present(env: dict[str, Path]) -> None:
-    """serve / loadtest / deploy come from another branch: when registered, they get the same guarantee."""
+def test_serve_loadtest_deploy_bad_input(env: dict[str, Path]) -> None:
+    """serve / loadtest / deploy get the same guarantee as every other command (bad input → exit 2, no traceback)."""
     from gpukit.cli.app import build_app
 
-    names = {c.name for c in build_app().registered_commands} | {g.name for g in build_app().registered_groups}
-    cases = {
-        "serve": [("serve", str(env["root"] / "missing")), ("serve", str(env["run"]), "--port", "abc")],
-        "loadtest": [("loadtest", "not a url"), ("loadtest", "http://127.0.0.1:9", "--concurrency", "0")],
-        "deploy": [("deploy", "k8s", str(env["root"] / "missing"))],
-    }
-    driven = [argv for name, argvs in cases.items() if name in names for argv in argvs]
-    for argv in driven:
+    app = build_app()
+    names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
+    assert names >= {"info", "doctor", "bench", "history", "report", "plan", "train", "predict", "export", "serve",
+                     "loadtest", "deploy"}  # fmt: skip
+    cases = [
+        ("serve", str(env["root"] / "missing")),
+        ("serve", str(env["run"]), "--port", "abc"),
+        ("serve", str(env["run"]), "--max-batch", "0"),
+        ("serve", str(env["run"]), "--max-body-mb", "-1"),
+        ("loadtest", "not a url"),
+        ("loadtest", "http://127.0.0.1:9", "--concurrency", "0"),
+        ("loadtest", "http://example.com:80"),  # not loopback and not allowed by the user
+        ("deploy", "k8s", str(env["root"] / "missing")),
+        ("deploy", "k8s", str(env["run"]), "--image", "x", "--gpus", "-1", "--out", str(env["root"] / "k8s")),
+    ]
+    for argv in cases:
         assert_clean(run(*argv))
-    assert names >= {"info", "doctor", "bench", "history", "report", "plan", "train", "predict", "export"}
 
 
 # ---- property-based ----------------------------------------------------------------------------------------------
