@@ -62,7 +62,12 @@ def test_unavailable(gpukit_bench):
 
 def test_plugin_gates_on_the_check_and_the_baseline(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bench=PLUGIN_TEST)
-    plugin = ("-p", "gpukit.bench.pytest_plugin", "-p", "no:cacheprovider")
+    # Installed (CI: pip install -e), pytest loads the plugin through its pytest11 entry point, and naming it with -p
+    # as well would register it twice; from a bare source tree only -p loads it.
+    from importlib.metadata import entry_points
+
+    installed = any(ep.value == "gpukit.bench.pytest_plugin" for ep in entry_points(group="pytest11"))
+    plugin = ("-p", "no:cacheprovider") if installed else ("-p", "gpukit.bench.pytest_plugin", "-p", "no:cacheprovider")
     saved = pytester.runpytest_subprocess(*plugin, "--gpukit-bench-save", "-k", "fast")
     saved.assert_outcomes(passed=1)
     baseline = pytester.path / ".gpukit-bench.json"
