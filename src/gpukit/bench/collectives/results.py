@@ -4,13 +4,33 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["CollectiveRow", "MultiRun", "P2PRow", "ScalingRow"]
 
+R = TypeVar("R", bound="_Row")
+
+
+class _Row:
+    """What every row kind shares: ``ok``, and ``to_dict``/``from_dict`` (unknown keys ignored) as the JSON contract."""
+
+    status: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]  # every subclass is a dataclass
+
+    @classmethod
+    def from_dict(cls: type[R], data: dict[str, Any]) -> R:
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in names})
+
 
 @dataclass
-class CollectiveRow:
+class CollectiveRow(_Row):
     op: str
     size_bytes: int
     dtype: str
@@ -29,21 +49,9 @@ class CollectiveRow:
     requested_bytes: int | None = None
     samples_s: list[float] = field(default_factory=list)
 
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CollectiveRow:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
 
 @dataclass
-class P2PRow:
+class P2PRow(_Row):
     src: int | None
     dst: int | None
     mode: str  # one-way | both-ways
@@ -57,21 +65,9 @@ class P2PRow:
     gbps: float | None = None  # bytes moved (both directions for both-ways) / time
     latency_us: float | None = None  # one small copy, median
 
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> P2PRow:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
 
 @dataclass
-class ScalingRow:
+class ScalingRow(_Row):
     model: str
     ranks: int
     device: str
@@ -85,18 +81,6 @@ class ScalingRow:
     step_s: dict[str, float] | None = None  # median, min, max seconds per step (slowest rank)
     images_per_s: float | None = None  # all ranks together, from the median step
     efficiency: float | None = None  # images_per_s / (ranks × images_per_s at 1 rank)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ScalingRow:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 @dataclass
