@@ -140,7 +140,7 @@ def synthetic_loop(n: int, batch: int, epochs: int) -> list[float]:
     return rates
 
 
-def gpukit_loop(root: Path, batch: int, epochs: int, out: Path) -> tuple[list[float], dict]:
+def gpukit_loop(root: Path, batch: int, epochs: int, out: Path, **overrides) -> tuple[list[float], dict]:
     from gpukit.train.augment import RECIPES
     from gpukit.train.config import TrainConfig
     from gpukit.train.loop import train
@@ -157,6 +157,7 @@ def gpukit_loop(root: Path, batch: int, epochs: int, out: Path) -> tuple[list[fl
         seed=0,
         min_steps=0,  # the epochs asked for, as measured before the step budget existed
         augment=RECIPES["seed"],  # the seed's recipe (flip on), as measured before the default dropped the flip
+        **overrides,
     )
     import torch
 
@@ -178,8 +179,8 @@ def gpukit_loop(root: Path, batch: int, epochs: int, out: Path) -> tuple[list[fl
     return [e.images_per_s for e in result.epochs], info
 
 
-def gpukit_summary(root: Path, batch: int, epochs: int, out: Path) -> dict:
-    rates, info = gpukit_loop(root, batch, epochs, out)
+def gpukit_summary(root: Path, batch: int, epochs: int, out: Path, **overrides) -> dict:
+    rates, info = gpukit_loop(root, batch, epochs, out, **overrides)
     return {**summarise(rates), **info}
 
 

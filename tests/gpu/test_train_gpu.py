@@ -72,3 +72,46 @@ def test_validation_is_what_predict_gives_and_the_scheduled_graph_matches_eager(
     rows, _ = predict(tmp_path / "g" / "last.json", [Path(p) for p in val.paths], device="cuda")
     accuracy = sum(Path(r.path).parent.name == r.label for r in rows) / len(rows)
     assert accuracy == graphed.epochs[-1].val_accuracy
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_trainer_adam_is_torch_adam_fused_capturable_on_the_gpu(scaled: bool) -> None:
+    """The trainer's configuration (fused, capturable, a device lr set in place), with and without fp16's
+    GradScaler: the same bits and state as torch.optim.Adam's."""
+    from gpukit.train.adam import Adam
+
+    def run(make):  # type: ignore[no-untyped-def]
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                  torch.nn.Linear(8 * 14 * 14, 3)).cuda()  # fmt: skip
+        lr = torch.tensor(1e-2, device="cuda")
+        opt = make(net.parameters(), lr)
+        scaler = torch.amp.GradScaler("cuda", init_scale=2.0**20) if scaled else None
+        g = torch.Generator(device="cuda").manual_seed(1)
+        for i in range(8):
+            x = torch.randn(4, 3, 16, 16, device="cuda", generator=g)
+            y = torch.randint(0, 3, (4,), device="cuda", generator=g)
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.float16, enabled=scaled):
+                loss = torch.nn.functional.cross_entropy(net(x).float(), y)
+            lr.fill_(1e-2 / (1 + i))
+            if scaler is None:
+                loss.backward()
+                opt.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+        return net, opt, scaler
+
+    ours, o_opt, o_sc = run(lambda p, lr: Adam(p, lr=lr, fused=True, capturable=True))
+    ref, r_opt, r_sc = run(lambda p, lr: torch.optim.Adam(p, lr=lr, fused=True, capturable=True))
+    for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a, b)
+        for key in ("step", "exp_avg", "exp_avg_sq"):
+            assert torch.equal(o_opt.state[a][key], r_opt.state[b][key])
+    steps = float(o_opt.state[next(ours.parameters())]["step"])
+    assert steps > 0
+    if scaled:  # 2**20 overflows fp16 gradients at first: skipped steps and a lowered scale, the same in both
+        assert o_sc.get_scale() == r_sc.get_scale()
+        assert (steps < 8) == (o_sc.get_scale() < 2.0**20)

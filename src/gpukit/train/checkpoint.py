@@ -23,6 +23,8 @@ from gpukit.errors import ConfigError
 if TYPE_CHECKING:
     import torch
 
+    from gpukit.train.adam import Adam
+
 __all__ = [
     "atomic_write_bytes",
     "latest_good",
@@ -38,6 +40,15 @@ __all__ = [
 _HINT = "the checkpoint must be as `gpukit train` wrote it; retrain, or give another run folder or checkpoint"
 
 
+def _read_umask() -> int:
+    umask = os.umask(0)  # the only way to read it sets it: done once, at import, not from a writer thread
+    os.umask(umask)
+    return umask
+
+
+_UMASK = _read_umask()
+
+
 def temp_beside(path: Path) -> tuple[int, str]:
     """An open temporary file next to ``path`` (same filesystem, so ``os.replace`` onto ``path`` is atomic), with the
     permissions a plain ``open(path, "w")`` would leave: the existing file's, else 0o666 less the umask. (mkstemp's
@@ -45,9 +56,7 @@ def temp_beside(path: Path) -> tuple[int, str]:
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
     except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
+        mode = 0o666 & ~_UMASK
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.fchmod(fd, mode)
     return fd, tmp
@@ -73,7 +82,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
+def optimizer_tensors(optimizer: Adam) -> dict[str, torch.Tensor]:
     """The optimizer's per-parameter state as flat tensors ``optim.<param index>.<key>``."""
     import torch
 
@@ -82,11 +91,11 @@ def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, torch.Tenso
     for i, p in enumerate(params):
         for key, value in optimizer.state.get(p, {}).items():
             tensor = value if isinstance(value, torch.Tensor) else torch.tensor(value)
-            out[f"optim.{i}.{key}"] = tensor.detach().to("cpu").contiguous()
+            out[f"optim.{i}.{key}"] = tensor.detach().to("cpu", copy=True).contiguous()  # a snapshot, also on CPU
     return out
 
 
-def restore_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor]) -> None:
+def restore_optimizer(optimizer: Adam, tensors: dict[str, torch.Tensor]) -> None:
     """Copy saved state into the optimizer, in place where state already exists (CUDA graphs keep addresses)."""
     import torch
 
@@ -96,7 +105,7 @@ def restore_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch
         saved = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
         if not saved:
             continue
-        state = optimizer.state[p]
+        state = optimizer.state.setdefault(p, {})
         for key, value in saved.items():
             if key in state and hasattr(state[key], "copy_"):
                 state[key].copy_(value)
@@ -109,7 +118,7 @@ def restore_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch
                 state[key] = value.to(device)
 
 
-def _step_on_device(optimizer: torch.optim.Optimizer) -> bool:
+def _step_on_device(optimizer: Adam) -> bool:
     group = optimizer.param_groups[0]
     return bool(group.get("fused") or group.get("capturable"))
 

@@ -36,6 +36,7 @@ class TrainConfig:
     channels_last: bool = True
     compile: bool = False  # torch.compile the model
     cuda_graphs: bool = True  # capture the whole training step in a CUDA graph (one process, GPU cache)
+    cudnn_benchmark: bool = True  # let cuDNN time its kernels for the fixed shapes once (faster steps, slower start)
     weights: Path | None = None  # local pretrained weights (safetensors or a torch state dict)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     log_every: int = 50  # steps between progress events
@@ -101,7 +102,7 @@ class EpochMetrics:
 class WallTimes:
     """Where a run's wall time went, in seconds. ``startup_s`` is process start (the OS's record of it) →
     ``train()``: the interpreter and the CLI's imports (None when not in a process of its own); ``decode_s`` the
-    image decode, during which torch, torch._dynamo and the CUDA context load on a thread (``preload.py``);
+    image decode, during which torch and the CUDA context load on a thread (``preload.py``);
     ``imports_s`` the wait for those after the decode (what it did not hide); ``setup_s`` device, model and
     optimizer; ``capture_s`` CUDA graph capture (warm-up steps included) or torch.compile's first step;
     ``other_s`` what is left of ``total_s``."""

@@ -63,7 +63,10 @@ def train(cfg: TrainConfig, on_event: EventFn | None = None, started_at: float |
     run: _Run | None = None
     try:
         run = _Run(cfg, info, on_event or (lambda _e: None), entered, started_at, preload)
-        result = run.run()
+        try:
+            result = run.run()
+        finally:
+            run.files.close()  # every checkpoint asked for is on disk, also when the run failed
         # Every rank waits here until rank 0 has written its outputs, so all tear the group down together
         # (distributed.cleanup says why the teardown needs care).
         distributed.barrier(run.info)
@@ -87,7 +90,7 @@ class _Run:
         workers = cfg.workers or max(1, min(16, (_cpu_count() // max(1, _local_world()))))
         self.data = load_folder(cfg.data, cfg.image_size, cfg.val_fraction, cfg.seed, workers, preload.start)
         self.times.decode_s = time.perf_counter() - t0
-        self.times.imports_s = preload.wait()  # torch, torch._dynamo, CUDA context: what the decode did not hide
+        self.times.imports_s = preload.wait()  # torch and the CUDA context: what the decode did not hide
         self.emit({"kind": "data", "train": len(self.data.train), "val": len(self.data.val),
                    "skipped": self.data.skipped_count, "decode_s": self.times.decode_s})  # fmt: skip
         t0 = time.perf_counter()
@@ -312,6 +315,7 @@ class _Run:
         distributed.all_reduce_sum(sums, self.info)
         total = (sums[0].item() + carried[0], int(sums[1].item()) + carried[1])
         self.files.save_resume(p.net, p.optimizer, epoch, step, total, self.result.epochs)
+        self.files.flush()  # on disk before the run returns: the process may be about to end
         self.notes.append(f"stopped by a signal at epoch {epoch + 1}, step {step}; resume with --resume")
         self.files.log(self.notes[-1])
 

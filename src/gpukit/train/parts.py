@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpukit.errors import ConfigError
 from gpukit.train import distributed
+from gpukit.train.adam import Adam
 from gpukit.train.config import TrainConfig
 from gpukit.train.data import FolderData
 from gpukit.train.models import build_model
@@ -31,7 +32,7 @@ class Parts:
     device: torch.device
     net: torch.nn.Module  # the bare network: checkpoints and validation use it
     model: torch.nn.Module  # what the step calls: the network, compiled and/or wrapped in DDP
-    optimizer: torch.optim.Optimizer
+    optimizer: Adam
     stepper: Stepper
     amp: str  # bf16, fp16 or off, as resolved
     cache: str  # gpu or cpu: where the decoded training set lives
@@ -74,7 +75,7 @@ def build_parts(cfg: TrainConfig, info: distributed.DistInfo, data: FolderData) 
     device = torch.device(info.device)
     cuda = device.type == "cuda"
     if cuda:
-        torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick its fastest kernels once
+        torch.backends.cudnn.benchmark = cfg.cudnn_benchmark  # fixed shapes: cuDNN may time its kernels once
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     notes: list[str] = []
@@ -95,9 +96,9 @@ def build_parts(cfg: TrainConfig, info: distributed.DistInfo, data: FolderData) 
     # its lr is a device tensor the step sets from the schedule (step.py)
     if cuda:
         lr: Any = torch.tensor(cfg.lr, dtype=torch.float32, device=device)
-        optimizer = torch.optim.Adam(net.parameters(), lr=lr, fused=True, capturable=True)
+        optimizer = Adam(net.parameters(), lr=lr, fused=True, capturable=True)
     else:
-        optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+        optimizer = Adam(net.parameters(), lr=cfg.lr)
     world, n = info.world_size, len(data.train)
     batch = cfg.batch_size
     if n < batch * world:

@@ -1,10 +1,11 @@
-"""What a run needs after the decode but not before it — torch, torch._dynamo, the CUDA context — started on a
+"""What a run needs after the decode but not before it — torch and the CUDA context — started on a
 thread so that it overlaps the decode.
 
 The decode starts this from its ``on_started`` hook, once its worker processes are forked: no thread of ours runs
 while the process forks, and torch is not even imported yet in the parent, so the fork is small. Measured on this
-project's machines: ``import torch`` 2-5 s and ``torch._dynamo`` (imported by ``torch.optim.Adam``'s constructor)
-another 2-5 s on a 2-core CPU box; the CUDA context about 0.5 s on an H200. The run waits for the thread once, after
+project's machines: ``import torch`` 2-5 s on a 2-core CPU box; the CUDA context about 0.5 s on an H200.
+``torch._dynamo`` (another 2 s) is not needed: the trainer's Adam (``adam.py``) avoids ``torch.optim.Optimizer``,
+whose methods import it. The run waits for the thread once, after
 the decode, and reports that wait as ``imports_s`` (what the decode could not hide).
 """
 
@@ -26,7 +27,6 @@ class Preload:
     def _work(self) -> None:
         try:
             import torch
-            import torch._dynamo
 
             if self.device != "cpu" and torch.cuda.is_available():
                 torch.cuda.init()

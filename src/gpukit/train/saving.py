@@ -3,12 +3,19 @@
 Each epoch writes one resume checkpoint (model + optimizer, ``checkpoints/ckpt-eEEEEE-sSSSSSSS``, the newest three
 kept) and ``last`` (the model only, what ``predict`` and ``export`` read). ``best`` is ``last`` hard-linked when
 the epoch is the new best (selection.py), not written a second time.
+
+Checkpoints are written by one background thread, in the order asked: the run copies the tensors to the host
+(a snapshot the next epoch cannot change) and goes on training while the thread serializes, hashes, writes and
+syncs them (0.9 s of a 4-epoch seed-CNN run on the H200, now hidden but for the last epoch's). ``flush()`` waits
+for every write and raises the first failure; the run calls it before the summary, after a signal's checkpoint
+and on the way out. ``save_s`` is the time the run itself spent on saving: the copies and those waits.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +25,8 @@ from gpukit.train.config import EpochMetrics, TrainResult
 
 if TYPE_CHECKING:
     import torch
+
+    from gpukit.train.adam import Adam
 
 __all__ = ["RunFiles"]
 
@@ -29,23 +38,58 @@ class RunFiles:
     run_dir: Path
     is_main: bool
     identity: dict[str, Any]  # model, image_size, classes, seed, steps_per_epoch, global_batch
-    save_s: float = 0.0  # wall time spent writing, summed
+    save_s: float = 0.0  # wall time the run spent saving (host copies, waits for the writer), summed
+    _writer: ThreadPoolExecutor | None = field(default=None, repr=False)
+    _pending: list[Future[None]] = field(default_factory=list, repr=False)
 
-    def save_resume(self, net: torch.nn.Module, optimizer: torch.optim.Optimizer, epoch: int, step: int,
+    def _submit(self, job: Any, *args: Any) -> None:
+        self._raise_failed()
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpukit-ckpt")
+        self._pending.append(self._writer.submit(job, *args))
+
+    def _raise_failed(self) -> None:
+        """Drop finished writes; raise the first that failed (a full disk, say) in the run's own thread."""
+        still = []
+        for future in self._pending:
+            if not future.done():
+                still.append(future)
+            elif (exc := future.exception()) is not None:
+                self._pending = []
+                raise exc
+        self._pending = still
+
+    def flush(self) -> None:
+        """Wait until every checkpoint asked for is on disk; raise the first failure."""
+        t0 = time.perf_counter()
+        try:
+            for future in self._pending:
+                future.result()
+        finally:
+            self._pending = []
+            self.save_s += time.perf_counter() - t0
+
+    def close(self) -> None:
+        """``flush()``, then stop the writer thread."""
+        try:
+            self.flush()
+        finally:
+            if self._writer is not None:
+                self._writer.shutdown(wait=True)
+                self._writer = None
+
+    def save_resume(self, net: torch.nn.Module, optimizer: Adam, epoch: int, step: int,
                     carried: tuple[float, int], history: list[EpochMetrics]) -> None:  # fmt: skip
         """A full checkpoint at (epochs done, steps done in the next epoch)."""
         if not self.is_main:
             return
         t0 = time.perf_counter()
-        tensors = {f"model.{k}": v for k, v in net.state_dict().items()}
-        tensors.update(checkpoint.optimizer_tensors(optimizer))
+        tensors = _host_copy({f"model.{k}": v for k, v in net.state_dict().items()})
+        tensors.update(checkpoint.optimizer_tensors(optimizer))  # host copies already
         folder = self.run_dir / "checkpoints"
         state = {**self.identity, "epoch": epoch, "step": step, "carried": [carried[0], carried[1], 0],
                  "history": [m.to_dict() for m in history], "saved_at": datetime.now(UTC).isoformat()}  # fmt: skip
-        checkpoint.save(folder, f"ckpt-e{epoch:05d}-s{step:07d}", tensors, state)
-        for old in checkpoint.list_checkpoints(folder)[KEEP_CHECKPOINTS:]:
-            old.with_suffix(".safetensors").unlink(missing_ok=True)
-            old.unlink(missing_ok=True)
+        self._submit(_write_resume, folder, f"ckpt-e{epoch:05d}-s{step:07d}", tensors, state)
         self.save_s += time.perf_counter() - t0
 
     def save_epoch(self, net: torch.nn.Module, metrics: EpochMetrics, is_best: bool) -> None:
@@ -56,9 +100,7 @@ class RunFiles:
         meta = {key: self.identity[key] for key in ("model", "image_size", "classes")}
         meta.update(epoch=metrics.epoch, val_loss=metrics.val_loss, val_accuracy=metrics.val_accuracy,
                     train_accuracy=metrics.train_accuracy)  # fmt: skip
-        last = checkpoint.save(self.run_dir, "last", dict(net.state_dict()), meta)
-        if is_best:
-            checkpoint.link_or_copy(last, self.run_dir / "best.json")
+        self._submit(_write_last, self.run_dir, _host_copy(dict(net.state_dict())), meta, is_best)
         self.log(outputs.epoch_line(metrics))
         self.save_s += time.perf_counter() - t0
 
@@ -80,6 +122,7 @@ class RunFiles:
     def write_summary(self, result: TrainResult, curve: bool = True) -> None:
         if not self.is_main:
             return
+        self.flush()
         t0 = time.perf_counter()
         outputs.write_metrics_csv(self.run_dir / "metrics.csv", result.epochs)
         if result.epochs and curve:
@@ -87,3 +130,21 @@ class RunFiles:
         self.save_s += time.perf_counter() - t0
         result.times.save_s = self.save_s
         outputs.write_json(self.run_dir / "summary.json", result.to_dict())
+
+
+def _host_copy(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Host copies the next training step cannot change (``to("cpu")`` alone would return a CPU tensor itself)."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in tensors.items()}
+
+
+def _write_resume(folder: Path, name: str, tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
+    checkpoint.save(folder, name, tensors, state)
+    for old in checkpoint.list_checkpoints(folder)[KEEP_CHECKPOINTS:]:
+        old.with_suffix(".safetensors").unlink(missing_ok=True)
+        old.unlink(missing_ok=True)
+
+
+def _write_last(run_dir: Path, tensors: dict[str, torch.Tensor], meta: dict[str, Any], is_best: bool) -> None:
+    last = checkpoint.save(run_dir, "last", tensors, meta)
+    if is_best:
+        checkpoint.link_or_copy(last, run_dir / "best.json")

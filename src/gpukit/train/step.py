@@ -18,6 +18,8 @@ from gpukit.train.augment import apply_affine, apply_gain
 if TYPE_CHECKING:
     import torch
 
+    from gpukit.train.adam import Adam
+
 __all__ = ["Stepper", "loss_and_hits"]
 
 
@@ -38,7 +40,7 @@ class Stepper:
     def __init__(
         self,
         model: torch.nn.Module,
-        optimizer: torch.optim.Optimizer,
+        optimizer: Adam,
         images: torch.Tensor,  # (N,3,S,S) uint8, on the device (GPU cache) or pinned on the host
         labels: torch.Tensor,  # (N,) int64, beside the images
         steps: int,

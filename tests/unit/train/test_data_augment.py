@@ -123,3 +123,41 @@ def test_a_set_too_big_for_ram_is_refused_before_decoding(image_folder: Path, mo
     monkeypatch.setattr(psutil, "virtual_memory", lambda: Tiny())
     with pytest.raises(ConfigError, match=r"needs 0\.0 GiB of RAM"):
         load_folder(image_folder, 16)
+
+
+def test_scan_lists_what_path_rglob_lists_in_path_order(tmp_path: Path) -> None:
+    """The scandir walk keeps the old ``sorted(p for p in root.rglob("*") if p.is_file())`` listing exactly
+    (the seeded split depends on the order): names that sort differently as strings and as paths, hidden files,
+    nested folders, a symlinked file (listed), a symlinked folder (not entered) and a broken link (not listed)."""
+    import os
+
+    from gpukit.train.data import scan_images
+
+    root = tmp_path / "cls"
+    for rel in (
+        "a/x.jpg",
+        "a-b/x.jpg",
+        "a.b/y.PNG",
+        "a/b/c/z.webp",
+        ".hidden.jpg",
+        "B.jpg",
+        "b.jpg",
+        "notes.txt",
+        "a/readme",
+        "ü.jpeg",
+    ):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(b"x")
+    outside = tmp_path / "elsewhere"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "in.jpg").write_bytes(b"x")
+    os.symlink(outside / "deep", root / "linked-dir")
+    os.symlink(root / "B.jpg", root / "alias.jpg")
+    os.symlink(tmp_path / "missing.jpg", root / "broken.jpg")
+    expected = [str(p) for p in sorted(p for p in root.rglob("*") if p.is_file())]
+    images, others = scan_images(root)
+    assert sorted(images + others, key=expected.index) == expected  # the same files, none missing or extra
+    assert [p for p in expected if p in images] == images and [p for p in expected if p in others] == others
+    assert str(root / "alias.jpg") in images and str(root / "broken.jpg") not in images + others
+    assert not any("linked-dir" in p for p in images)
+    assert {Path(p).name for p in others} == {"notes.txt", "readme"}

@@ -63,6 +63,7 @@ def run_scaling_rank(job: dict[str, Any], job_dir: Path | None) -> list[dict[str
     import torch
 
     from gpukit.bench.collectives.worker import Ctx
+    from gpukit.train.adam import Adam
     from gpukit.train.models import build_model
     from gpukit.train.step import Stepper
 
@@ -74,8 +75,7 @@ def run_scaling_rank(job: dict[str, Any], job_dir: Path | None) -> list[dict[str
     if cuda:
         net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     amp = torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else None
-    extra = {"fused": True, "capturable": True} if cuda else {}  # the trainer's Adam (train/loop.py)
-    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3, **extra)  # type: ignore[arg-type]
+    optimizer = Adam(net.parameters(), lr=1e-3, fused=cuda, capturable=cuda)  # the trainer's (train/parts.py)
     b, s = job["batch"], job["image_size"]
     steps = job["warmup"] + job["repeats"] * job["per_sample"]
     pool = 4 * b  # distinct images per rank; each step gathers its batch from them on the device
