@@ -37,6 +37,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+# gpukit's --max-batch for ResNet-50. 128, not 256: with --decode nvjpeg the next batch's decode runs beside the
+# forward pass, and at 256 it waits behind the forward's kernels (the model process alone, no HTTP, 224×224 JPEGs:
+# prepare 17.6 ms idle but 119 ms beside a batch-256 forward; the batcher makes 6,899 img/s at max 256 and 8,753
+# at max 128; benchmarks/scripts/serve_pipeline_probe.py, H200, 2026-12-01).
+RESNET_MAX_BATCH = 128
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 T0 = time.monotonic()
@@ -138,7 +143,7 @@ def gpu_alone(model: Path, batches: list[int], device: str) -> dict[str, float]:
             with torch.inference_mode(), torch.autocast("cuda", torch.bfloat16, enabled=device.startswith("cuda")):
                 net(x.float().mul_(1 / 255).contiguous(memory_format=torch.channels_last))
 
-        for _ in range(5):
+        for _ in range(20):  # 5 left the first timed shape (batch 64) slow in one run of three: 6,845 vs 12,939
             step()
         reps = 30 if device.startswith("cuda") else 2
         if device.startswith("cuda"):
@@ -539,11 +544,16 @@ def main() -> int:
         ("seed/litserve-w1", None, img64, seed_pts),
         (
             "resnet/gpukit-nvjpeg",
-            lambda: gpukit_server(resnet, a.device, workers, 256, cuda, "nvjpeg"),
+            lambda: gpukit_server(resnet, a.device, workers, RESNET_MAX_BATCH, cuda, "nvjpeg"),
             img224,
             sorted({*curve, *res_pts}),
         ),
-        ("resnet/gpukit-pil", lambda: gpukit_server(resnet, a.device, workers, 256, cuda), img224, res_pts),
+        (
+            "resnet/gpukit-pil",
+            lambda: gpukit_server(resnet, a.device, workers, RESNET_MAX_BATCH, cuda),
+            img224,
+            res_pts,
+        ),
         # batching off, with the decoding that won at 256 clients (decided when its turn comes)
         (
             "resnet/gpukit-nobatch",

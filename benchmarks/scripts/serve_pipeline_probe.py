@@ -73,7 +73,7 @@ def main() -> int:
         stop = threading.Event()
         busy = runner.prepare(items)
 
-        def spin(busy=busy) -> None:
+        def spin(busy=busy, stop=stop) -> None:
             while not stop.is_set():
                 runner.execute(busy)
 
@@ -94,10 +94,10 @@ def main() -> int:
         lock = threading.Lock()
         end = time.monotonic() + args.seconds
 
-        def client(k: int, batcher=batcher) -> None:
+        def client(k: int, batcher=batcher, lock=lock, done=done, end=end) -> None:
             sem = threading.Semaphore(0)
 
-            def cb(_o, sem=sem) -> None:
+            def cb(_o, sem=sem, lock=lock, done=done) -> None:
                 with lock:
                     done[0] += 1
                 sem.release()
