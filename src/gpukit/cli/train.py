@@ -108,7 +108,7 @@ def _train_command(
     compile_: bool = typer.Option(False, "--compile", help="torch.compile the model."),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs", help="Replay the step as a CUDA graph."),
     cudnn_benchmark: bool = typer.Option(
-        True, "--cudnn-benchmark/--no-cudnn-benchmark", help="Time cuDNN's kernels for the fixed shapes first."
+        False, "--cudnn-benchmark/--no-cudnn-benchmark", help="Time cuDNN's kernels for the fixed shapes first."
     ),
     channels_last: bool = typer.Option(True, "--channels-last/--no-channels-last", help="NHWC memory layout."),
     weights: Path | None = typer.Option(None, "--weights", help="Local pretrained weights (safetensors / .pt)."),

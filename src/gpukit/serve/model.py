@@ -1,14 +1,20 @@
 """The served model: loaded once, from safetensors, through `gpukit.train`'s own loader (nothing is unpickled), and
 run on uint8 batches exactly as `gpukit predict` runs them.
 
-On CUDA the batch sizes the batcher produces are padded up to a few fixed sizes (powers of two up to ``max_batch``)
-and every one is warmed at start; with ``cuda_graphs`` each is captured as a CUDA graph, so a batch costs one graph
-launch instead of a kernel launch per layer. ``cudnn.benchmark`` stays off: it would autotune every new shape under
-a dynamic batcher (MEASURING.md rule 9).
+On CUDA the batch sizes the batcher produces are padded up to a few fixed sizes (powers of two up to ``max_batch``,
+at most ``GRAPH_ROWS``) and every one is warmed at start; with ``cuda_graphs`` each is captured as a CUDA graph, so a
+batch costs one graph launch instead of a kernel launch per layer. A batch larger than ``GRAPH_ROWS`` runs as
+several forward passes of at most that many rows, one after the other on the same stream: the next batch's JPEG
+decode runs beside the forward, and beside one pass over 128 or 256 rows it waited behind the forward's long
+kernels (ResNet-50 on an H200: preparing 128 JPEGs took 7.8 ms alone and 18.4 ms beside a batch-128 forward, 256
+took 17.6 and 119 ms; beside a batch-64 forward 4.9 ms against 4.4: ``benchmarks/scripts/serve_pipeline_probe.py``,
+2026-12-01).
+``cudnn.benchmark`` stays off: it would autotune every new shape under a dynamic batcher (MEASURING.md rule 9).
 
 A batch is served in two steps that the batcher runs on two threads, so they overlap: ``prepare`` (decode, resize,
-stage; ``gpukit.serve.staging``, on its own stream) and ``execute`` (copy into the static input, replay, result to
-the host, on ``exec_stream``). Events order the two streams; ``execute``'s ``.cpu()`` is its one sync point.
+stage; ``gpukit.serve.staging``, on its own stream) and ``execute`` (copy out of the staging slot, then per pass:
+copy into the static input, replay, keep the rows; results to the host, on ``exec_stream``). Events order the two
+streams; ``execute``'s ``.cpu()`` is its one sync point.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ from gpukit.serve.staging import Staged, Stager
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["ModelInfo", "ModelRunner", "label_of", "model_info"]
+__all__ = ["GRAPH_ROWS", "ModelInfo", "ModelRunner", "label_of", "model_info"]
+
+GRAPH_ROWS = 64  # the most rows one forward pass takes on CUDA (see above)
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,8 @@ class ModelRunner:
         self.max_batch = max_batch
         self.cuda = self.device.startswith("cuda")
         self.amp = amp if self.cuda else "off"
-        self.buckets = _buckets(max_batch)
+        self.pass_rows = min(max_batch, GRAPH_ROWS) if self.cuda else max_batch
+        self.buckets = _buckets(self.pass_rows)
         self.graphs: dict[int, Any] = {}
         self.cuda_graphs = cuda_graphs and self.cuda
         self.warmup_s = 0.0
@@ -97,7 +106,10 @@ class ModelRunner:
                 self.net = self.net.to(memory_format=torch.channels_last)
             s = loaded.image_size
             self.exec_stream = torch.cuda.Stream(device=self.device)
-            self.static_in = torch.zeros((max_batch, 3, s, s), dtype=torch.uint8, device=self.device)
+            self.batch_in = torch.zeros((max_batch, 3, s, s), dtype=torch.uint8, device=self.device)
+            self.static_in = torch.zeros((self.pass_rows, 3, s, s), dtype=torch.uint8, device=self.device)
+            # probabilities, one column per class (also for a one-logit binary model: predict.probabilities)
+            self.result = torch.zeros((max_batch, len(loaded.classes)), dtype=torch.float32, device=self.device)
             self._warm()
         self.stager = Stager(loaded.image_size, max_batch, self.device)
 
@@ -170,20 +182,25 @@ class ModelRunner:
                 return self._forward(staged.x[:n]).numpy(), staged.errors
             with torch.cuda.stream(self.exec_stream):
                 self.exec_stream.wait_event(staged.slot.ready)  # the staging stream's writes are done
-                self.static_in[:n].copy_(staged.x[:n])  # rows n..bucket keep old data: ignored
+                self.batch_in[:n].copy_(staged.x[:n])
                 staged.slot.free.record(self.exec_stream)  # the slot may be rewritten once this copy has run
-                return self._run_static(n), staged.errors
+                for start in range(0, n, self.pass_rows):  # stream order keeps static_in and out safe to reuse
+                    rows = min(self.pass_rows, n - start)
+                    self.static_in[:rows].copy_(self.batch_in[start : start + rows])  # rows after keep old data
+                    out = self._run_static(rows)
+                    self.result[start : start + rows].copy_(out[:rows])
+                probs = self.result[:n].cpu().numpy()  # the one sync point: results back to the host
+                return np.asarray(probs), staged.errors
 
-    def _run_static(self, n: int) -> np.ndarray:
+    def _run_static(self, n: int) -> torch.Tensor:
         """Forward the first ``n`` rows of ``static_in`` (graph replay of the smallest bucket that holds them), on
-        the current stream (``exec_stream`` when called from ``execute``)."""
+        the current stream (``exec_stream`` when called from ``execute``); the bucket's output, on the device."""
         bucket = next(b for b in self.buckets if b >= n)
         if bucket in self.graphs:
             graph, out = self.graphs[bucket]
             graph.replay()
-        else:
-            out = self._forward(self.static_in[:bucket])
-        return np.asarray(out[:n].float().cpu().numpy())  # the one sync point: results back to the host
+            return out  # type: ignore[no-any-return]
+        return self._forward(self.static_in[:bucket])
 
     def warm_batch_decoder(self) -> None:
         """Run the batch JPEG decoder once (``--decode nvjpeg``), so the first request does not pay for its import."""

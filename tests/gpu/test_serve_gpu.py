@@ -1,0 +1,68 @@
+"""`gpukit serve`'s model process on a CUDA GPU: a batch larger than one forward pass (GRAPH_ROWS) is run as several
+graph replays and gives what one eager fp32 pass gives; JPEG bytes decoded with nvJPEG give the same labels."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.gpu
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+from gpukit.serve.model import GRAPH_ROWS, ModelRunner  # noqa: E402
+from gpukit.train import checkpoint  # noqa: E402
+from gpukit.train.models import build_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("m")
+    torch.manual_seed(0)
+    net = build_model("resnet18", 64, 3)
+    checkpoint.save(folder, "best", {f"model.{k}": v for k, v in net.state_dict().items()},
+                    {"model": "resnet18", "classes": ["a", "b", "c"], "image_size": 64})  # fmt: skip
+    return folder
+
+
+def test_a_batch_of_several_passes_matches_one_eager_pass(ckpt: Path) -> None:
+    from gpukit.train.augment import to_float
+    from gpukit.train.predict import load_model, probabilities
+
+    n = 2 * GRAPH_ROWS + 37  # three passes: full, full, partial (its bucket padded)
+    rng = np.random.default_rng(1)
+    images = [rng.integers(0, 256, (3, 64, 64), dtype=np.uint8) for _ in range(n)]
+    runner = ModelRunner(ckpt, "cuda", max_batch=256, amp="off", cuda_graphs=True)
+    assert runner.graphs and max(runner.buckets) == GRAPH_ROWS
+    probs, errors = runner.run_items(images)  # type: ignore[arg-type]
+    assert probs.shape == (n, 3) and errors == [None] * n
+    loaded = load_model(ckpt, "cuda")
+    with torch.inference_mode():
+        x = torch.from_numpy(np.stack(images)).cuda()
+        ref = probabilities(loaded.net.eval()(to_float(x))).cpu().numpy()
+    np.testing.assert_allclose(probs, ref, atol=2e-3)  # TF32 in the runner, fp32 here
+    again, _ = runner.run_items(images[:5])  # a small batch after a big one: no rows left over from it
+    np.testing.assert_allclose(again, probs[:5], atol=1e-5)
+
+
+def test_nvjpeg_bytes_give_the_labels_of_decoded_pixels(ckpt: Path) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(2)
+    arrays = [rng.integers(0, 256, (64, 64, 3), dtype=np.uint8) for _ in range(GRAPH_ROWS + 9)]
+    jpegs = []
+    for a in arrays:
+        buf = io.BytesIO()
+        Image.fromarray(a).save(buf, "JPEG", quality=95)
+        jpegs.append(buf.getvalue())
+    pixels = [np.asarray(Image.open(io.BytesIO(j)).convert("RGB")).transpose(2, 0, 1).copy() for j in jpegs]
+    runner = ModelRunner(ckpt, "cuda", max_batch=128, amp="off", cuda_graphs=True)
+    from_bytes, errors = runner.run_items(jpegs)  # type: ignore[arg-type]
+    from_pixels, _ = runner.run_items(pixels)  # type: ignore[arg-type]
+    assert errors == [None] * len(jpegs)
+    agree = (from_bytes.argmax(1) == from_pixels.argmax(1)).mean()
+    assert agree >= 0.95  # nvJPEG's IDCT differs from libjpeg's by a level here and there
