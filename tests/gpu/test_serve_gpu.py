@@ -44,9 +44,13 @@ def test_a_batch_of_several_passes_matches_one_eager_pass(ckpt: Path) -> None:
     with torch.inference_mode():
         x = torch.from_numpy(np.stack(images)).cuda()
         ref = probabilities(loaded.net.eval()(to_float(x))).cpu().numpy()
-    np.testing.assert_allclose(probs, ref, atol=2e-3)  # TF32 in the runner, fp32 here
-    again, _ = runner.run_items(images[:5])  # a small batch after a big one: no rows left over from it
-    np.testing.assert_allclose(again, probs[:5], atol=1e-5)
+    # the runner's TF32, channels-last and per-bucket kernels differ in rounding only; a row from the wrong pass,
+    # or rows left over from an earlier batch, would be off by tenths
+    diff = float(np.abs(probs - ref).max())
+    assert diff < 1e-2 and (probs.argmax(1) == ref.argmax(1)).mean() >= 0.99, f"max |diff| {diff:.2e}"
+    again, _ = runner.run_items(images[:5])  # a small batch (bucket 8) after a big one
+    diff = float(np.abs(again - probs[:5]).max())
+    assert diff < 1e-2, f"max |diff| {diff:.2e}"
 
 
 def test_nvjpeg_bytes_give_the_labels_of_decoded_pixels(ckpt: Path) -> None:
