@@ -213,6 +213,8 @@ def corpus(e: dict[str, Path]) -> list[Any]:
         ("train", str(data), "--device", "tpu"),
         ("train", str(data), "--val-fraction", "2", "--device", "cpu"),
         ("train", str(data), "--seed", "-1", "--epochs", "1", "--device", "cpu"),
+        ("train", str(data), "--checkpoint-every-s", "-1", "--device", "cpu"),
+        ("train", str(data), "--checkpoint-every-s", "nan", "--device", "cpu"),
         # predict / export
         ("predict", str(root / "missing"), str(data)),
         ("predict", str(r), str(root / "missing.jpg")),

@@ -43,7 +43,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_sigkill_then_resume_ends_where_an_uninterrupted_run_ends(data: Path, tmp_path: Path) -> None:
-    args = ("--epochs", "30", "--batch-size", "4")
+    args = ("--epochs", "30", "--batch-size", "4", "--checkpoint-every-s", "0")  # a resume point every epoch
     whole = subprocess.run(_train_args(data, tmp_path / "whole", *args), env=_env(), timeout=300)
     assert whole.returncode == 0
     proc = subprocess.Popen(_train_args(data, tmp_path / "cut", *args), env=_env())

@@ -124,6 +124,9 @@ def _train_command(
     warmup: float = typer.Option(0.05, "--warmup", help="Share of the steps spent warming up (cosine)."),
     min_delta: float = typer.Option(1e-3, "--min-delta", help="Val-loss gain that makes a new best epoch."),
     patience: int = typer.Option(0, "--patience", help="Stop after N epochs without a new best (0: never)."),
+    checkpoint_every_s: float = typer.Option(
+        30.0, "--checkpoint-every-s", help="Least seconds between checkpoints after epochs (0: every epoch)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar or epoch lines."),
     as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
 ) -> int:
@@ -140,7 +143,7 @@ def _train_command(
                       cache=cache, amp=amp, compile=compile_, cuda_graphs=cuda_graphs,
                       cudnn_benchmark=cudnn_benchmark, channels_last=channels_last, weights=weights, augment=aug,
                       min_steps=min_steps, schedule=schedule, warmup=warmup, min_delta=min_delta,
-                      patience=patience)  # fmt: skip
+                      patience=patience, checkpoint_every_s=checkpoint_every_s)  # fmt: skip
     progress = _Progress(quiet or as_json)
     try:
         result = train(cfg, on_event=progress, started_at=started)

@@ -47,6 +47,7 @@ class TrainConfig:
     warmup: float = 0.05  # share of the steps spent warming up (cosine)
     min_delta: float = 1e-3  # "best" needs a validation loss lower by more than this; ties go to the earlier epoch
     patience: int = 0  # stop after this many epochs without such an improvement; 0 = never stop early
+    checkpoint_every_s: float = 30.0  # checkpoints after an epoch at most this often, and at the end (saving.py)
 
     def validate(self) -> None:
         if self.model not in MODEL_NAMES:
@@ -66,6 +67,10 @@ class TrainConfig:
             raise ConfigError(f"--warmup must be a share in [0, 1), not {self.warmup}")
         if not self.min_delta >= 0:
             raise ConfigError(f"--min-delta must be 0 or more, not {self.min_delta}")
+        if not 0 <= self.checkpoint_every_s <= 1e9:  # NaN fails too
+            raise ConfigError(
+                f"--checkpoint-every-s must be 0 (every epoch) to 1e9 seconds, not {self.checkpoint_every_s}"
+            )
         self.augment.validate()
         if self.image_size < 16 and self.model != "seed-cnn":
             raise ConfigError("ResNets need --image-size of at least 16", hint="use --model seed-cnn for tiny images")

@@ -109,7 +109,7 @@ class _Run:
         self.identity = RunIdentity(cfg.model, cfg.seed, p.global_batch, cfg.image_size, self.data.classes, p.steps)
         ident = {"model": cfg.model, "image_size": cfg.image_size, "classes": self.data.classes, "seed": cfg.seed,
                  "steps_per_epoch": p.steps, "global_batch": p.global_batch}  # fmt: skip
-        self.files = RunFiles(self.run_dir, info.is_main, ident)
+        self.files = RunFiles(self.run_dir, info.is_main, ident, checkpoint_every_s=cfg.checkpoint_every_s)
         settings = {**cfg.to_dict(), "world_size": info.world_size, "planned_epochs": self.epochs}
         self.files.write_start(settings, self.data.skipped)
 
@@ -142,9 +142,8 @@ class _Run:
                     break
                 history.append(metrics)
                 self.emit({"kind": "epoch", "metrics": metrics})
-                self.files.save_resume(self.parts.net, self.parts.optimizer, epoch + 1, 0, (0.0, 0), history)
                 best = selection.best_epoch(history, self.cfg.min_delta)
-                self.files.save_epoch(self.parts.net, metrics, is_best=best == metrics.epoch)
+                self.files.end_epoch(self.parts.net, self.parts.optimizer, metrics, best == metrics.epoch, history)
         finally:
             self._restore_signals(old)
         return self._finish(history)
@@ -173,6 +172,7 @@ class _Run:
         r.epochs = history
         r.best_epoch = selection.best_epoch(history, self.cfg.min_delta)
         if history and not r.interrupted:
+            self.files.end_run(self.parts.net, self.parts.optimizer, history)  # before validation: it only reads
             self._mirror_check(history[-1])
         r.notes, r.warnings = self.notes, self.warnings
         r.times.total_s = time.time() - self.t_start  # before the summary write, which is counted in save_s
@@ -314,6 +314,7 @@ class _Run:
         sums = torch.tensor([loss_sum, float(hits)], dtype=torch.float64, device=p.device)  # NCCL: device tensors
         distributed.all_reduce_sum(sums, self.info)
         total = (sums[0].item() + carried[0], int(sums[1].item()) + carried[1])
+        self.files.write_held_best()
         self.files.save_resume(p.net, p.optimizer, epoch, step, total, self.result.epochs)
         self.files.flush()  # on disk before the run returns: the process may be about to end
         self.notes.append(f"stopped by a signal at epoch {epoch + 1}, step {step}; resume with --resume")

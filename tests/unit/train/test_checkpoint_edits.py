@@ -18,7 +18,9 @@ from gpukit.train import checkpoint  # noqa: E402
 from gpukit.train.config import TrainConfig  # noqa: E402
 from gpukit.train.loop import train  # noqa: E402
 
-BASE: dict[str, Any] = dict(model="seed-cnn", epochs=2, batch_size=8, image_size=16, device="cpu", min_steps=0)
+# a checkpoint after every epoch: the tests walk back through them
+BASE: dict[str, Any] = dict(model="seed-cnn", epochs=2, batch_size=8, image_size=16, device="cpu", min_steps=0,
+                            checkpoint_every_s=0)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +104,7 @@ def test_resume_refuses_an_edited_checkpoint(
         old.unlink()  # only the edited one is left: resume cannot walk back past it
     _edit(newest, change, rehash=True)
     args = ["train", str(data), "--model", "seed-cnn", "--epochs", "3", "--batch-size", "8", "--image-size", "16",
-            "--device", "cpu", "--min-steps", "0", "--out", str(copy), "--resume"]  # fmt: skip
+            "--device", "cpu", "--min-steps", "0", "--checkpoint-every-s", "0", "--out", str(copy), "--resume"]  # fmt: skip
     res = run_cli(*args)
     assert res.exit_code == 2 and "error:" in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert message in res.stderr.replace("\n", " "), (what, res.stderr)

@@ -18,8 +18,16 @@ from gpukit.train.loop import epoch_plan, train  # noqa: E402
 
 
 def _cfg(data: Path, out: Path, **kw: Any) -> TrainConfig:
+    # a checkpoint after every epoch (these tests count and walk them); the default's throttle is tested below
     base: dict[str, Any] = dict(
-        model="seed-cnn", epochs=3, batch_size=8, image_size=16, device="cpu", seed=7, min_steps=0
+        model="seed-cnn",
+        epochs=3,
+        batch_size=8,
+        image_size=16,
+        device="cpu",
+        seed=7,
+        min_steps=0,
+        checkpoint_every_s=0,
     )
     return TrainConfig(data=data, out=out, **{**base, **kw})
 
@@ -270,3 +278,75 @@ def test_checkpoints_are_snapshots_written_in_order_and_failures_surface(tmp_pat
     files.save_resume(net, Adam(net.parameters()), 1, 0, (0.0, 0), [])
     with pytest.raises(OSError):
         files.close()
+
+
+def _metrics(epoch: int, val_loss: float) -> Any:
+    from gpukit.train.config import EpochMetrics
+
+    return EpochMetrics(epoch, 0.5, 0.6, val_loss, 0.5, 8, 1.0, 8.0, 0.0, None)
+
+
+def test_held_back_checkpoints_keep_the_best_epochs_own_weights(tmp_path: Path) -> None:
+    """Checkpoints not yet due: only the log line is written; a best epoch's weights are kept aside, so after
+    end_run best holds epoch 2's weights, last and the one resume checkpoint epoch 3's."""
+    from gpukit.train.adam import Adam
+    from gpukit.train.saving import RunFiles
+
+    files = RunFiles(tmp_path, True, {"model": "seed-cnn", "image_size": 16, "classes": ["a", "b"]},
+                     checkpoint_every_s=1e9)  # fmt: skip
+    net = torch.nn.Linear(2, 1)
+    opt = Adam(net.parameters())
+    history = []
+    for epoch, loss, best in ((1, 1.0, True), (2, 0.5, True), (3, 0.9, False)):
+        with torch.no_grad():
+            net.weight.fill_(float(epoch))
+        history.append(_metrics(epoch, loss))
+        files.end_epoch(net, opt, history[-1], best, history)
+    files.flush()
+    assert not list((tmp_path / "checkpoints").glob("*.json")) and not (tmp_path / "last.json").exists()
+    assert (tmp_path / "train.log").read_text().count("\n") == 3
+    files.end_run(net, opt, history)
+    files.close()
+    best_t, best_s = checkpoint.load(tmp_path / "best.json")
+    last_t, last_s = checkpoint.load(tmp_path / "last.json")
+    assert best_s["epoch"] == 2 and float(best_t["weight"].max()) == 2.0
+    assert last_s["epoch"] == 3 and float(last_t["weight"].max()) == 3.0
+    assert [p.name for p in checkpoint.list_checkpoints(tmp_path / "checkpoints")] == ["ckpt-e00003-s0000000.json"]
+
+
+def test_every_epoch_with_zero_and_a_held_best_written_on_a_signal(tmp_path: Path) -> None:
+    from gpukit.train.adam import Adam
+    from gpukit.train.saving import RunFiles
+
+    ident = {"model": "seed-cnn", "image_size": 16, "classes": ["a", "b"]}
+    files = RunFiles(tmp_path / "a", True, ident, checkpoint_every_s=0)
+    (tmp_path / "a" / "checkpoints").mkdir(parents=True)
+    net = torch.nn.Linear(2, 1)
+    opt = Adam(net.parameters())
+    history = [_metrics(1, 1.0), _metrics(2, 0.5)]
+    files.end_epoch(net, opt, history[0], True, history[:1])
+    files.end_epoch(net, opt, history[1], True, history)
+    files.close()
+    assert len(checkpoint.list_checkpoints(tmp_path / "a" / "checkpoints")) == 2
+    held = RunFiles(tmp_path / "b", True, ident, checkpoint_every_s=1e9)
+    (tmp_path / "b").mkdir()
+    held.end_epoch(net, opt, history[0], True, history[:1])
+    held.write_held_best()  # what the loop does when a signal stops the run
+    held.close()
+    assert checkpoint.load(tmp_path / "b" / "best.json")[1]["epoch"] == 1
+
+
+def test_a_short_run_writes_one_checkpoint_at_the_end(tmp_path: Path) -> None:
+    from train_testdata import make_folder
+
+    from gpukit.train.config import TrainConfig
+    from gpukit.train.loop import train
+
+    data = make_folder(tmp_path / "d", per_class=24, size=16)
+    result = train(TrainConfig(data=data, out=tmp_path / "r", model="seed-cnn", image_size=16, device="cpu",
+                               epochs=4, batch_size=8, min_steps=0))  # fmt: skip
+    assert [m.epoch for m in result.epochs] == [1, 2, 3, 4]
+    names = [p.name for p in checkpoint.list_checkpoints(tmp_path / "r" / "checkpoints")]
+    assert names == ["ckpt-e00004-s0000000.json"]
+    assert checkpoint.load(tmp_path / "r" / "last.json")[1]["epoch"] == 4
+    assert checkpoint.load(tmp_path / "r" / "best.json")[1]["epoch"] == result.best_epoch
