@@ -174,3 +174,46 @@ def test_loadtest_counts_match_the_metrics_of_a_several_process_server(model, im
         assert doc["model"]["model"] == "seed-cnn"
     finally:
         assert srv.stop() == 0
+
+
+def _http_workers(srv) -> list:  # type: ignore[no-untyped-def]
+    import psutil
+
+    kids = psutil.Process(srv.proc.pid).children()
+    return [k for k in kids if k.is_running() and "spawn_main" in " ".join(k.cmdline())]
+
+
+def test_a_dead_http_worker_is_replaced_and_a_crash_loop_stops_the_server(model, image):
+    """SIGKILL one of two HTTP workers: a new one takes its place, the server keeps answering; killing them
+    faster than MAX_RESTARTS a minute ends the server with an error instead of restarting forever."""
+    from gpukit.serve.server import MAX_RESTARTS
+
+    data = image.read_bytes()
+    srv = start_server(model, "--workers", "2", "--quiet")
+    try:
+        first = _http_workers(srv)
+        assert len(first) == 2
+        first[0].kill()
+        deadline = time.monotonic() + 60
+        while not any("started a new one" in line for line in srv.log) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert any("exited with code -9; started a new one" in line for line in srv.log), srv.log
+        while time.monotonic() < deadline:  # the new worker is up once readyz answers from both processes
+            now = _http_workers(srv)
+            if len(now) == 2 and first[0].pid not in {p.pid for p in now}:
+                break
+            time.sleep(0.1)
+        assert len(_http_workers(srv)) == 2
+        codes = [post_image(srv.url, data)[0] for _ in range(30)]  # connections spread over both workers
+        assert codes == [200] * 30
+        for _ in range(MAX_RESTARTS + 1):  # a crash loop
+            if srv.proc.poll() is not None:
+                break
+            for w in _http_workers(srv):
+                w.kill()
+            time.sleep(0.3)
+        assert srv.proc.wait(60) == 1
+        assert any("giving up" in line for line in srv.log), srv.log
+        assert "Traceback" not in "\n".join(srv.log)
+    finally:
+        srv.stop()

@@ -90,7 +90,10 @@ def _serve_command(
             soft_wrap=True,
         )
 
-    end = run(config, started, None if quiet else tick)
+    def notice(message: str) -> None:
+        render.err_console.print(f"warning: {message}", soft_wrap=True)
+
+    end = run(config, started, None if quiet else tick, notice)
     if end.admitted is None:
         render.err_console.print("stopped: every HTTP process drained", soft_wrap=True)
     else:

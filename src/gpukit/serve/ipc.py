@@ -99,7 +99,9 @@ def serve_pipe(conn: Connection, batcher: Batcher, shape: tuple[int, int, int]) 
         while True:
             try:
                 msg = conn.recv_bytes()
-            except (EOFError, OSError):
+            except (EOFError, OSError):  # the worker exited: replies still due for it fail quietly in reply()
+                with lock:
+                    conn.close()
                 return
             rid, deadline, kind = _REQ.unpack_from(msg)
             image: np.ndarray | bytes

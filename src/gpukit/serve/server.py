@@ -5,6 +5,9 @@ With ``--workers N`` (N > 1) this process loads the model and runs the batcher; 
 listening socket bound with ``SO_REUSEPORT`` to the same port, so the kernel spreads connections over them. Each
 worker reads bodies, decodes images on its own threads and sends the uint8 pixels down its pipe (``ipc.py``).
 SIGTERM (or Ctrl-C): stop admitting (readyz → 503, new predictions → 503), finish every admitted request, exit.
+An HTTP worker that dies (killed, out of memory) is replaced by a new one on a new pipe; its in-flight requests are
+lost with its connections, the others' are not. More than ``MAX_RESTARTS`` deaths within ``RESTART_WINDOW_S`` is a
+crash loop, not bad luck: the server then stops with an error, as it does when a worker cannot start at all.
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ from typing import Any
 from gpukit.errors import ConfigError, ServeError
 from gpukit.serve.config import ServeConfig
 
-__all__ = ["Started", "Stopped", "Tick", "listen_socket", "run"]
+__all__ = ["MAX_RESTARTS", "RESTART_WINDOW_S", "Started", "Stopped", "Tick", "listen_socket", "run"]
+
+MAX_RESTARTS = 5  # worker deaths tolerated within RESTART_WINDOW_S
+RESTART_WINDOW_S = 60.0
 
 
 @dataclass
@@ -113,13 +119,18 @@ def _api_key_state(config: ServeConfig) -> str:
     return f"on (from ${config.api_key_env})"
 
 
-def run(config: ServeConfig, on_started: Callable[[Started], None], on_tick: Callable[[Tick], None] | None) -> Stopped:
-    """Serve until SIGTERM/SIGINT, then drain; returns how it ended."""
+def run(
+    config: ServeConfig,
+    on_started: Callable[[Started], None],
+    on_tick: Callable[[Tick], None] | None,
+    on_notice: Callable[[str], None] | None = None,
+) -> Stopped:
+    """Serve until SIGTERM/SIGINT, then drain; returns how it ended. ``on_notice`` hears of replaced workers."""
     config.validate()
     key_state = _api_key_state(config)
     if config.workers == 1:
         return _run_one(config, key_state, on_started, on_tick)
-    _run_many(config, key_state, on_started, on_tick)
+    _run_many(config, key_state, on_started, on_tick, on_notice or (lambda _m: None))
     return Stopped(None, None, None, None)  # the counts live in the workers; /metrics had them
 
 
@@ -199,7 +210,11 @@ def _run_one(
 
 
 def _run_many(
-    config: ServeConfig, key_state: str, on_started: Callable[[Started], None], on_tick: Callable[[Tick], None] | None
+    config: ServeConfig,
+    key_state: str,
+    on_started: Callable[[Started], None],
+    on_tick: Callable[[Tick], None] | None,
+    on_notice: Callable[[str], None],
 ) -> None:
     import multiprocessing as mp
 
@@ -229,14 +244,16 @@ def _run_many(
         batcher.start()
         shape = (3, runner.info.image_size, runner.info.image_size)
         ctx = mp.get_context("spawn")
-        procs = []
-        for i in range(config.workers):
+
+        def start_worker(i: int) -> Any:
             parent, child = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(config, runner.info, child, i), name=f"gpukit-http-{i}")
             proc.start()
             child.close()
-            serve_pipe(parent, batcher, shape)
-            procs.append(proc)
+            serve_pipe(parent, batcher, shape)  # its thread ends when the worker's end of the pipe closes
+            return proc
+
+        procs = [start_worker(i) for i in range(config.workers)]
         stopping = threading.Event()
 
         def on_signal(sig: int, frame: Any) -> None:
@@ -260,11 +277,22 @@ def _run_many(
             )
         )
         stop_ticks = _ticker(lambda: (batcher.stats, batcher.depth), on_tick)
+        deaths: list[float] = []
         while not stopping.wait(0.2):
-            dead = [p for p in procs if not p.is_alive()]
-            if dead:
-                stopping.set()
-                raise ServeError(f"HTTP worker {dead[0].name} exited with code {dead[0].exitcode}")
+            for i, proc in enumerate(procs):
+                if proc.is_alive() or stopping.is_set():
+                    continue
+                now = time.monotonic()
+                deaths = [t for t in deaths if now - t < RESTART_WINDOW_S] + [now]
+                if len(deaths) > MAX_RESTARTS:
+                    stopping.set()
+                    raise ServeError(
+                        f"HTTP worker {proc.name} exited with code {proc.exitcode}, the {len(deaths)}th death "
+                        f"within {RESTART_WINDOW_S:.0f} s: giving up"
+                    )
+                _forget_metrics(proc.pid)
+                procs[i] = start_worker(i)
+                on_notice(f"HTTP worker {proc.name} exited with code {proc.exitcode}; started a new one")
         stop_ticks.set()
         for proc in procs:  # each worker drains: no new admissions, every admitted request answered
             if proc.is_alive() and proc.pid is not None:
@@ -281,6 +309,18 @@ def _run_many(
         placeholder.close()
         shutil.rmtree(metrics_dir, ignore_errors=True)
         os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+
+
+def _forget_metrics(pid: int | None) -> None:
+    """Drop a dead worker's live gauges (in-flight) from the shared Prometheus files; its counters stay counted."""
+    if pid is None:
+        return
+    try:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid)
+    except Exception:  # metrics are a view; a failure here must not stop the replacement
+        pass
 
 
 def _wait_listening(config: ServeConfig, procs: list[Any], timeout_s: float = 60.0) -> None:
