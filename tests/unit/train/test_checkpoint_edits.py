@@ -104,7 +104,8 @@ def test_resume_refuses_an_edited_checkpoint(
         old.unlink()  # only the edited one is left: resume cannot walk back past it
     _edit(newest, change, rehash=True)
     args = ["train", str(data), "--model", "seed-cnn", "--epochs", "3", "--batch-size", "8", "--image-size", "16",
-            "--device", "cpu", "--min-steps", "0", "--checkpoint-every-s", "0", "--out", str(copy), "--resume"]  # fmt: skip
+            "--device", "cpu", "--min-steps", "0", "--checkpoint-every-s", "0", "--out", str(copy),
+            "--resume"]  # fmt: skip
     res = run_cli(*args)
     assert res.exit_code == 2 and "error:" in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert message in res.stderr.replace("\n", " "), (what, res.stderr)
