@@ -14,17 +14,41 @@ Public API (pinned by ``tests/unit/bench/test_public_api.py``)::
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from gpukit.bench.harness import CALL_TIMEOUT_S
-from gpukit.bench.oneshot import compare
-from gpukit.bench.request import BenchRequest
-from gpukit.bench.results import Ceilings, Result, Run
-from gpukit.bench.workloads.base import Implementation, Size, Workload
+from gpukit.bench.watchdog import CALL_TIMEOUT_S
 
 if TYPE_CHECKING:
     from gpukit.bench.harness import Progress
+    from gpukit.bench.oneshot import compare
+    from gpukit.bench.request import BenchRequest
+    from gpukit.bench.results import Ceilings, Result, Run
+    from gpukit.bench.workloads.base import Implementation, Size, Workload
+
+# Imported when first used (PEP 562): the ``gpukit_bench`` pytest plugin lives in this package and is loaded by
+# every pytest run where gpukit is installed, so importing the package must not import NumPy and the harness.
+_LAZY = {
+    "BenchRequest": "gpukit.bench.request",
+    "Ceilings": "gpukit.bench.results",
+    "Implementation": "gpukit.bench.workloads.base",
+    "Result": "gpukit.bench.results",
+    "Run": "gpukit.bench.results",
+    "Size": "gpukit.bench.workloads.base",
+    "Workload": "gpukit.bench.workloads.base",
+    "compare": "gpukit.bench.oneshot",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BenchRequest",
@@ -74,7 +98,9 @@ def run(
     Returns the :class:`Run` with ceilings measured in the same run and every row, including skipped and failed
     ones. KeyboardInterrupt stops early and returns the rows measured so far with ``interrupted=True``.
     """
+    from gpukit.bench.request import BenchRequest
     from gpukit.bench.runner import execute
+    from gpukit.bench.workloads.base import Workload
 
     if isinstance(workloads, str | Workload):
         workloads = [workloads]

@@ -32,7 +32,7 @@ from gpukit.bench.backends import get_backend
 from gpukit.bench.backends.base import Backend
 from gpukit.bench.results import THROUGHPUT_UNITS, Result
 from gpukit.bench.timing import HostClock, Samples, choose_inner, measure
-from gpukit.bench.watchdog import CallTimeout, watch
+from gpukit.bench.watchdog import CALL_TIMEOUT_S, CallTimeout, watch
 from gpukit.bench.workloads.base import Implementation, Size, Workload
 from gpukit.errors import BackendUnavailable
 
@@ -50,9 +50,6 @@ LEAD_BELOW_S = 0.01
 # on an H200 host whose CPU side was slow (26 GB/s of memory bandwidth), against 34 s on another.
 SLOW_CALL_S = 0.1
 ENERGY_MIN_S = 1.0  # NVML's energy counter needs about a second of work to mean something
-# The longest one call may take (first calls compile: Numba and Triton take ~1 s; a pure-Python Mandelbrot frame a
-# few). The timed phase may take its budget plus this.
-CALL_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)

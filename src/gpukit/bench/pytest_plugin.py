@@ -23,12 +23,12 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gpukit.bench.oneshot import compare
-from gpukit.bench.results import THROUGHPUT_UNITS, Result
+if TYPE_CHECKING:  # imported when a test uses the fixture: loading the plugin stays cheap for every other pytest run
+    from gpukit.bench.results import Result
 
 __all__ = ["GpukitBench", "gpukit_bench"]
 
@@ -65,6 +65,12 @@ class _Store:
         os.replace(tmp, self.path)
 
 
+def _unit(r: Result) -> str:
+    from gpukit.bench.results import THROUGHPUT_UNITS
+
+    return THROUGHPUT_UNITS.get(r.throughput_unit or "", (1.0, ""))[1]
+
+
 def _spread(r: Result) -> float:
     if r.kernel_median_s and r.kernel_min_s is not None and r.kernel_max_s is not None:
         return (r.kernel_max_s - r.kernel_min_s) / r.kernel_median_s
@@ -93,6 +99,8 @@ class GpukitBench:
 
     def compare(self, implementations: Mapping[str, Any], **kwargs: Any) -> list[Result]:
         """Measure several implementations in one run (speedups against the best CPU row); every row is judged."""
+        from gpukit.bench.oneshot import compare
+
         kwargs.setdefault("name", "gpukit_bench")
         rows = compare(implementations, **kwargs)
         for r in rows:
@@ -118,7 +126,7 @@ class GpukitBench:
         allowed = min(self._store.tolerance_pct / 100 + spread, 0.5)  # never wave through half the baseline
         ratio = value / float(base["value"])
         if ratio < 1 - allowed:
-            unit = THROUGHPUT_UNITS.get(r.throughput_unit or "", (1.0, ""))[1]
+            unit = _unit(r)
             pytest.fail(
                 f"gpukit_bench: {r.backend} {value:,.4g} {unit} is {1 - ratio:.0%} below its baseline "
                 f"{float(base['value']):,.4g} {unit} (allowed {allowed:.0%}: tolerance plus spread)",
@@ -145,7 +153,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     terminalreporter.section("gpukit_bench")
     for key, r in store.measured:
-        unit = THROUGHPUT_UNITS.get(r.throughput_unit or "", (1.0, ""))[1]
+        unit = _unit(r)
         terminalreporter.write_line(
             f"{key}: {r.kernel_median_s or 0:.3g} s median ({r.kernel_min_s or 0:.3g}–{r.kernel_max_s or 0:.3g}), "
             f"{r.throughput or 0:,.4g} {unit}, checked (error {r.error:.2g})"

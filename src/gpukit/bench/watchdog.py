@@ -17,6 +17,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+# The longest one call may take (first calls compile: Numba and Triton take ~1 s; a pure-Python Mandelbrot frame a
+# few). The timed phase may take its budget plus this.
+CALL_TIMEOUT_S = 120.0
+
 __all__ = ["CallTimeout", "watch"]
 
 
