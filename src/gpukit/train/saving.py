@@ -88,12 +88,14 @@ class RunFiles:
                 self._writer = None
 
     def save_resume(self, net: torch.nn.Module, optimizer: Adam, epoch: int, step: int,
-                    carried: tuple[float, int], history: list[EpochMetrics]) -> None:  # fmt: skip
-        """A full checkpoint at (epochs done, steps done in the next epoch)."""
+                    carried: tuple[float, int], history: list[EpochMetrics],
+                    model: dict[str, torch.Tensor] | None = None) -> None:  # fmt: skip
+        """A full checkpoint at (epochs done, steps done in the next epoch); ``model``: a host copy already made."""
         if not self.is_main:
             return
         t0 = time.perf_counter()
-        tensors = _host_copy({f"model.{k}": v for k, v in net.state_dict().items()})
+        model = model if model is not None else _host_copy(dict(net.state_dict()))
+        tensors = {f"model.{k}": v for k, v in model.items()}
         tensors.update(checkpoint.optimizer_tensors(optimizer))  # host copies already
         folder = self.run_dir / "checkpoints"
         state = {**self.identity, "epoch": epoch, "step": step, "carried": [carried[0], carried[1], 0],
@@ -137,8 +139,11 @@ class RunFiles:
         if not is_best:
             self.write_held_best()  # an earlier epoch was the best: its own weights
         self._best = self._unsaved = None
-        self.save_resume(net, optimizer, metrics.epoch, 0, (0.0, 0), history)
-        self.save_epoch(net, metrics, is_best)
+        t0 = time.perf_counter()
+        model = _host_copy(dict(net.state_dict()))  # one copy for both files
+        self.save_s += time.perf_counter() - t0
+        self.save_resume(net, optimizer, metrics.epoch, 0, (0.0, 0), history, model)
+        self.save_epoch(net, metrics, is_best, model)
         self._last_save = time.monotonic()
 
     def _meta(self, metrics: EpochMetrics) -> dict[str, Any]:
@@ -147,12 +152,14 @@ class RunFiles:
                     train_accuracy=metrics.train_accuracy)  # fmt: skip
         return meta
 
-    def save_epoch(self, net: torch.nn.Module, metrics: EpochMetrics, is_best: bool) -> None:
-        """``last`` (and ``best`` when this epoch is it)."""
+    def save_epoch(self, net: torch.nn.Module, metrics: EpochMetrics, is_best: bool,
+                   model: dict[str, torch.Tensor] | None = None) -> None:  # fmt: skip
+        """``last`` (and ``best`` when this epoch is it); ``model``: a host copy already made."""
         if not self.is_main:
             return
         t0 = time.perf_counter()
-        self._submit(_write_last, self.run_dir, _host_copy(dict(net.state_dict())), self._meta(metrics), is_best)
+        model = model if model is not None else _host_copy(dict(net.state_dict()))
+        self._submit(_write_last, self.run_dir, model, self._meta(metrics), is_best)
         self.save_s += time.perf_counter() - t0
 
     def log(self, line: str) -> None:
