@@ -330,6 +330,20 @@ def wrk_check(url: str, image: Path, duration: float) -> dict | None:
     }
 
 
+def tree_cpu(pgid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of every process in the server's process group, by pid, from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # fields after "(comm)": state, ppid, pgrp, …, utime (12), stime (13)
+            out[int(stat.parent.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def run_config(results: dict, key: str, server: Server, images: Path, points: list[int], duration: float) -> None:
     say(f"start {server.name} for {key}")
     if not server.wait():
@@ -343,11 +357,19 @@ def run_config(results: dict, key: str, server: Server, images: Path, points: li
             if time.monotonic() - T0 > BUDGET_S and rows:
                 say(f"time guard: skipping the rest of {key}")
                 break
+            before, t = tree_cpu(server.proc.pid), time.monotonic()
             row = loadtest(server.url, images, c, duration)
+            after, wall = tree_cpu(server.proc.pid), time.monotonic() - t
+            # the server's processes, busiest first (the model process is usually the first): CPU s per wall s,
+            # over the whole loadtest call (warm-up and the generator's start included, so a lower bound)
+            row["server_cpu_per_process"] = sorted(
+                ((after[k] - before.get(k, 0.0)) / wall for k in after), reverse=True
+            )
             p99 = row["latency_ms"]["p99"]
             say(
                 f"{key} c={c}: {row['throughput_rps']:,.0f} req/s, p99 {p99 if p99 is None else round(p99, 1)} ms, "
-                f"statuses {row['statuses']}, generator CPU {max(row['generator_cpu_per_process']):.0%} max/process"
+                f"statuses {row['statuses']}, generator CPU {max(row['generator_cpu_per_process']):.0%} max/process, "
+                f"server CPU {[round(x, 2) for x in row['server_cpu_per_process']]}"
             )
             rows.append(row)
     except Exception as exc:  # one failing configuration must not lose the others
@@ -484,6 +506,8 @@ def main() -> int:
     p.add_argument("--duration", type=float, default=None, help="seconds per point (5; 10 with --only)")
     p.add_argument("--quick", action="store_true", help="CPU smoke path: tiny runs, few points")
     p.add_argument("--skip-litserve", action="store_true")
+    p.add_argument("--workers", type=int, default=None, help="gpukit HTTP workers (default: half the cores, ≤ 8)")
+    p.add_argument("--resnet-max-batch", type=int, default=RESNET_MAX_BATCH)
     p.add_argument("--only", default=None, metavar="KEY[,KEY]", help=f"just these runs, of: {', '.join(KEYS)}")
     a = p.parse_args()
     try:
@@ -497,7 +521,7 @@ def main() -> int:
     work = Path("/tmp/serve_h200_work")
     shutil.rmtree(work, ignore_errors=True)
     cuda = a.device.startswith("cuda")
-    workers = max(2, min(8, (os.cpu_count() or 4) // 2))
+    workers = a.workers or max(2, min(8, (os.cpu_count() or 4) // 2))
     curve = ([1, 8, 64, 256] if not a.quick else [1, 8]) if only is None else []  # --only: headline point only
     if a.quick:
         BUDGET_S = 300.0
@@ -544,13 +568,13 @@ def main() -> int:
         ("seed/litserve-w1", None, img64, seed_pts),
         (
             "resnet/gpukit-nvjpeg",
-            lambda: gpukit_server(resnet, a.device, workers, RESNET_MAX_BATCH, cuda, "nvjpeg"),
+            lambda: gpukit_server(resnet, a.device, workers, a.resnet_max_batch, cuda, "nvjpeg"),
             img224,
             sorted({*curve, *res_pts}),
         ),
         (
             "resnet/gpukit-pil",
-            lambda: gpukit_server(resnet, a.device, workers, RESNET_MAX_BATCH, cuda),
+            lambda: gpukit_server(resnet, a.device, workers, a.resnet_max_batch, cuda),
             img224,
             res_pts,
         ),

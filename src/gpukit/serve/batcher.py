@@ -8,17 +8,21 @@ answers the callers. The hand-off holds one batch: batch N+1 is prepared while b
 thread takes the next batch only once the executor has taken the last one, so at most two batches are out of the
 queue at once (bounded memory) and a batch is gathered as late as possible. The executor checks the deadlines again:
 a batch whose requests all expired while it waited is dropped unrun; a row that expired inside a running batch is
-answered as a timeout. Batches run, and their callbacks fire, in the order they were taken.
+answered as a timeout. A third thread fires the callbacks, so that the executor starts the next batch at once (in
+the HTTP server each callback is a pipe write; on the executor, the GPU waited for all of them). Batches run, and
+their callbacks fire, in the order they were taken.
 
 A runner is either an object with ``prepare(items) -> staged`` and ``execute(staged) -> (probs, errors)``
 (``ModelRunner``), or a plain callable on a stacked uint8 batch (prepared by ``np.stack``).
 ``submit`` never blocks: a full queue raises ``QueueFull`` at once (the HTTP side answers 503 + Retry-After), so the
-memory held is at most ``queue_size`` decoded images whatever the load. Callbacks run on the batching thread and
-must only hand the result over (``loop.call_soon_threadsafe``, a pipe write).
+memory held is at most ``queue_size`` decoded images whatever the load. Callbacks run on the replying thread (an
+expired request's on the thread that found it expired) and must only hand the result over
+(``loop.call_soon_threadsafe``, a pipe write).
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections import deque
@@ -62,7 +66,7 @@ class _Job:
     __slots__ = ("callback", "deadline", "image", "t_submit")
 
     def __init__(self, image: np.ndarray | bytes, deadline: float, callback: Callable[[Outcome], None]) -> None:
-        self.image = image
+        self.image: np.ndarray | bytes | None = image
         self.deadline = deadline
         self.callback = callback
         self.t_submit = time.monotonic()
@@ -113,6 +117,7 @@ class Batcher:
         self._handoff: _Prepared | None = None  # the one prepared batch waiting for the executor
         self._handoff_done = False  # the preparing thread has stopped: nothing more will be handed off
         self._hand = threading.Condition()
+        self._replies: queue.SimpleQueue[list[tuple[_Job, Outcome]] | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
 
     @property
@@ -123,12 +128,13 @@ class Batcher:
         self._threads = [
             threading.Thread(target=self._prepare_loop, name="gpukit-batcher-prepare", daemon=True),
             threading.Thread(target=self._execute_loop, name="gpukit-batcher-execute", daemon=True),
+            threading.Thread(target=self._reply_loop, name="gpukit-batcher-reply", daemon=True),
         ]
         for t in self._threads:
             t.start()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Finish what is queued (prepared and run), then stop both threads."""
+        """Finish what is queued (prepared, run and answered), then stop the three threads."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
@@ -184,7 +190,7 @@ class Batcher:
                     continue
                 t0 = time.monotonic()
                 try:
-                    staged = self.runner.prepare([j.image for j in live])
+                    staged = self.runner.prepare([j.image for j in live])  # type: ignore[misc]  # None only once run
                     errors: list[str | None] = list(getattr(staged, "errors", None) or [None] * len(live))
                 except Exception as exc:  # preparation failed as a whole: this batch fails, the next one is fresh
                     staged, errors = None, [f"{type(exc).__name__}: {exc}"] * len(live)
@@ -198,15 +204,26 @@ class Batcher:
                 self._hand.notify_all()
 
     def _execute_loop(self) -> None:
-        while True:
-            with self._hand:
-                while self._handoff is None and not self._handoff_done:
-                    self._hand.wait()
-                batch, self._handoff = self._handoff, None
-                self._hand.notify_all()
-            if batch is None:
-                return
-            self._execute(batch)
+        try:
+            while True:
+                with self._hand:
+                    while self._handoff is None and not self._handoff_done:
+                        self._hand.wait()
+                    batch, self._handoff = self._handoff, None
+                    self._hand.notify_all()
+                if batch is None:
+                    return
+                self._execute(batch)
+        finally:
+            self._replies.put(None)  # the replying thread stops after the last batch's callbacks
+
+    def _reply_loop(self) -> None:
+        while (answers := self._replies.get()) is not None:
+            for job, outcome in answers:
+                try:
+                    job.callback(outcome)
+                except Exception:  # a caller's callback failed: the others, and later batches, are still answered
+                    continue
 
     def _execute(self, batch: _Prepared) -> None:
         t0 = time.monotonic()
@@ -228,10 +245,13 @@ class Batcher:
         if self.on_batch is not None:
             self.on_batch(len(jobs), t1 - t0)
         prep_s, waited = batch.t_ready - batch.t_prep, t0 - batch.t_ready
+        answers = []
         for job, row, error in zip(jobs, rows, errors, strict=True):
+            job.image = None  # run: a batch waiting for its replies holds no images (memory stays bounded)
             if job.deadline <= t0:  # expired while its batch waited: a timeout, though its row was computed
                 self.stats.expired += 1
-                job.callback(Outcome(None, t0 - job.t_submit, 0.0, 0, "timeout"))
+                answers.append((job, Outcome(None, t0 - job.t_submit, 0.0, 0, "timeout")))
                 continue
             queue_s = (batch.t_prep - job.t_submit) + waited
-            job.callback(Outcome(None if error else row, queue_s, t1 - t0, len(jobs), error, prep_s))
+            answers.append((job, Outcome(None if error else row, queue_s, t1 - t0, len(jobs), error, prep_s)))
+        self._replies.put(answers)

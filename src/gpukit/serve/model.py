@@ -1,13 +1,13 @@
 """The served model: loaded once, from safetensors, through `gpukit.train`'s own loader (nothing is unpickled), and
 run on uint8 batches exactly as `gpukit predict` runs them.
 
-On CUDA the batch sizes the batcher produces are padded up to a few fixed sizes (powers of two up to ``max_batch``,
-at most ``GRAPH_ROWS``) and every one is warmed at start; with ``cuda_graphs`` each is captured as a CUDA graph, so a
-batch costs one graph launch instead of a kernel launch per layer. A batch larger than ``GRAPH_ROWS`` runs as
-several forward passes of at most that many rows, one after the other on the same stream: the next batch's JPEG
-decode runs beside the forward, and beside one pass over 128 or 256 rows it waited behind the forward's long
-kernels (ResNet-50 on an H200: preparing 128 JPEGs took 7.8 ms alone and 18.4 ms beside a batch-128 forward, 256
-took 17.6 and 119 ms; beside a batch-64 forward 4.9 ms against 4.4: ``benchmarks/scripts/serve_pipeline_probe.py``,
+On CUDA the batch sizes the batcher produces are padded up to a few fixed sizes (powers of two up to 16, then
+multiples of 16, at most ``GRAPH_ROWS``) and every one is warmed at start; with ``cuda_graphs`` each is captured as a
+CUDA graph, so a batch costs one graph launch instead of a kernel launch per layer. A batch larger than ``GRAPH_ROWS``
+runs as several forward passes of at most that many rows, one after the other on the same stream: the next batch's
+JPEG decode runs beside the forward, and beside one pass over 128 or 256 rows it waited behind the forward's long
+kernels (ResNet-50 on an H200: preparing 128 JPEGs took 7.8 ms alone and 18.4 ms beside a batch-128 forward, 256 took
+17.6 and 119 ms; beside a batch-64 forward 4.9 ms against 4.4: ``benchmarks/scripts/serve_pipeline_probe.py``,
 2026-12-01).
 ``cudnn.benchmark`` stays off: it would autotune every new shape under a dynamic batcher (MEASURING.md rule 9).
 
@@ -67,9 +67,12 @@ def label_of(row: list[float], classes: tuple[str, ...]) -> tuple[str, float]:
 
 
 def _buckets(max_batch: int) -> list[int]:
+    """The padded batch sizes: powers of two up to 16, then every multiple of 16, up to ``max_batch``. (With powers of
+    two only, a batch of 40 ran 64 rows and one of 100 ran 64 + 64; now they run 48 and 64 + 48.)"""
     sizes = [1]
     while sizes[-1] < max_batch:
-        sizes.append(min(sizes[-1] * 2, max_batch))
+        step = sizes[-1] if sizes[-1] < 16 else 16
+        sizes.append(min(sizes[-1] + step, max_batch))
     return sizes
 
 

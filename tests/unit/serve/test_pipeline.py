@@ -95,6 +95,50 @@ def test_next_batch_is_prepared_while_the_last_one_runs_and_order_is_kept():
     assert b.stats.batches == 3 and b.stats.images == 6
 
 
+def test_callbacks_run_off_the_executor_so_a_slow_one_does_not_hold_back_the_next_batch():
+    runner = Staging()
+    runner.gate.set()
+    b = Batcher(runner, max_batch=2, max_wait_s=0.05, queue_size=100)
+    b.start()
+    release = threading.Event()
+    seen: list[tuple[int, str, float]] = []
+    lock = threading.Lock()
+
+    def make(v: int):
+        def cb(o: Outcome) -> None:
+            with lock:
+                seen.append((v, threading.current_thread().name, time.monotonic()))
+            if v == 10:  # batch 1's first callback blocks until batch 2 has been executed
+                assert release.wait(10)
+            if v == 99:
+                raise RuntimeError("a caller's callback failed")  # must not stop later answers
+
+        return cb
+
+    far = time.monotonic() + 30
+    for v in (10, 20, 30, 99, 50, 60):
+        b.submit(_img(v), far, make(v))
+    deadline = time.monotonic() + 10
+    while sum(1 for e in runner.log if e[0] == "execute") < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    executed = [e[1] for e in runner.log if e[0] == "execute"]
+    assert executed == [1, 2, 3]  # batches 2 and 3 ran while batch 1's first callback was still blocked
+    assert [v for v, *_ in seen] == [10]
+    release.set()
+    b.stop()
+    assert [v for v, *_ in seen] == [10, 20, 30, 99, 50, 60]  # every callback, in order, after one raised
+    assert {name for _, name, _ in seen} == {"gpukit-batcher-reply"}
+
+
+def test_padded_sizes_are_powers_of_two_to_16_then_multiples_of_16():
+    from gpukit.serve.model import _buckets
+
+    assert _buckets(64) == [1, 2, 4, 8, 16, 32, 48, 64]
+    assert _buckets(40) == [1, 2, 4, 8, 16, 32, 40]
+    assert _buckets(5) == [1, 2, 4, 5]
+    assert _buckets(1) == [1]
+
+
 def test_a_failed_preparation_fails_only_its_batch():
     runner = Staging()
     runner.gate.set()
