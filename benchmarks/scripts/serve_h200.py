@@ -344,6 +344,21 @@ def tree_cpu(pgid: int) -> dict[int, float]:
     return out
 
 
+def batch_sizes(server: Server) -> dict[str, float]:
+    """gpukit's batch-size histogram from /metrics (count, sum, cumulative buckets); empty for other servers."""
+    if "/v1/predict" not in server.url:
+        return {}
+    try:
+        with urllib.request.urlopen(server.url.replace("/v1/predict", "/metrics"), timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for m in re.finditer(r'^gpukit_batch_size_(count|sum|bucket\{le="([^"]+)"\})\s+(\S+)$', text, re.M):
+        out[m.group(2) or m.group(1)] = float(m.group(3))
+    return out
+
+
 def run_config(results: dict, key: str, server: Server, images: Path, points: list[int], duration: float) -> None:
     say(f"start {server.name} for {key}")
     if not server.wait():
@@ -357,9 +372,13 @@ def run_config(results: dict, key: str, server: Server, images: Path, points: li
             if time.monotonic() - T0 > BUDGET_S and rows:
                 say(f"time guard: skipping the rest of {key}")
                 break
-            before, t = tree_cpu(server.proc.pid), time.monotonic()
+            before, t, hist0 = tree_cpu(server.proc.pid), time.monotonic(), batch_sizes(server)
             row = loadtest(server.url, images, c, duration)
-            after, wall = tree_cpu(server.proc.pid), time.monotonic() - t
+            after, wall, hist1 = tree_cpu(server.proc.pid), time.monotonic() - t, batch_sizes(server)
+            # forward passes during the loadtest call (its warm-up included): how many, mean size, ≤ each bucket
+            row["batches"] = {k: v - hist0.get(k, 0.0) for k, v in hist1.items()}
+            n = row["batches"].get("count", 0.0)
+            row["mean_batch"] = row["batches"]["sum"] / n if n else None
             # the server's processes, busiest first (the model process is usually the first): CPU s per wall s,
             # over the whole loadtest call (warm-up and the generator's start included, so a lower bound)
             row["server_cpu_per_process"] = sorted(
@@ -369,7 +388,8 @@ def run_config(results: dict, key: str, server: Server, images: Path, points: li
             say(
                 f"{key} c={c}: {row['throughput_rps']:,.0f} req/s, p99 {p99 if p99 is None else round(p99, 1)} ms, "
                 f"statuses {row['statuses']}, generator CPU {max(row['generator_cpu_per_process']):.0%} max/process, "
-                f"server CPU {[round(x, 2) for x in row['server_cpu_per_process']]}"
+                f"server CPU {[round(x, 2) for x in row['server_cpu_per_process']]}, mean batch {row['mean_batch']}, "
+                f"batches {row['batches']}"
             )
             rows.append(row)
     except Exception as exc:  # one failing configuration must not lose the others

@@ -68,7 +68,9 @@ def create_app(model: Path | str, config: ServeConfig | None = None) -> Any:
             def on_batch(size: int, seconds: float) -> None:
                 core.metrics.observe_batch(size, runner.gpu_memory_bytes(), batcher.depth)
 
-            batcher = Batcher(runner, config.max_batch, config.max_wait_s, config.queue_size, on_batch)
+            batcher = Batcher(
+                runner, config.max_batch, config.max_wait_s, config.queue_size, on_batch, align=runner.pass_rows
+            )
             batcher.start()
             core.runner = runner  # type: ignore[attr-defined]
             core.info, core.submitter = runner.info, batcher

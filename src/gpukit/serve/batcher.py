@@ -1,14 +1,15 @@
 """Dynamic batching with a bounded queue and deadlines, as a two-stage pipeline that owns the model.
 
 Requests are queued with a deadline. The preparing thread takes the oldest, then waits until ``max_batch`` are there
-or ``max_wait_s`` has passed since that oldest one arrived, drops the ones whose deadline has passed (their callers
-get a timeout and no model time is spent on them), and has the runner ``prepare`` the rest (decode, resize, stage on
-the device). It hands the prepared batch to the executing thread, which runs it (``execute``: one forward pass) and
-answers the callers. The hand-off holds one batch: batch N+1 is prepared while batch N runs, and the preparing
-thread takes the next batch only once the executor has taken the last one, so at most two batches are out of the
-queue at once (bounded memory) and a batch is gathered as late as possible. The executor checks the deadlines again:
-a batch whose requests all expired while it waited is dropped unrun; a row that expired inside a running batch is
-answered as a timeout. A third thread fires the callbacks, so that the executor starts the next batch at once (in
+or ``max_wait_s`` has passed since that oldest one arrived (with ``align``, more than ``align`` waiting are taken as a
+multiple of it: whole forward passes, no padded rows while others wait), drops the ones whose deadline has passed
+(their callers get a timeout and no model time is spent on them), and has the runner ``prepare`` the rest (decode,
+resize, stage on the device). It hands the prepared batch to the executing thread, which runs it (``execute``: one
+forward pass) and answers the callers. The hand-off holds one batch: batch N+1 is prepared while batch N runs, and the
+preparing thread takes the next batch only once the executor has taken the last one, so at most two batches are out of
+the queue at once (bounded memory) and a batch is gathered as late as possible. The executor checks the deadlines
+again: a batch whose requests all expired while it waited is dropped unrun; a row that expired inside a running batch
+is answered as a timeout. A third thread fires the callbacks, so that the executor starts the next batch at once (in
 the HTTP server each callback is a pipe write; on the executor, the GPU waited for all of them). Batches run, and
 their callbacks fire, in the order they were taken.
 
@@ -104,9 +105,13 @@ class Batcher:
         max_wait_s: float,
         queue_size: int,
         on_batch: Callable[[int, float], None] | None = None,
+        align: int | None = None,
     ) -> None:
         self.runner = runner if hasattr(runner, "prepare") and hasattr(runner, "execute") else _Stack(runner)
         self.max_batch = max_batch
+        # More than ``align`` waiting: take a multiple of it and leave the rest first in line, so that no forward
+        # pass runs padded rows while requests wait (ModelRunner.pass_rows on CUDA: 64).
+        self.align = align
         self.max_wait_s = max_wait_s
         self.queue_size = queue_size
         self.on_batch = on_batch  # (batch size, seconds) after every forward pass, for the metrics
@@ -165,6 +170,8 @@ class Batcher:
                     break
                 self._cond.wait(remaining)
             n = min(self.max_batch, len(self._queue))
+            if self.align and n > self.align:
+                n -= n % self.align
             return [self._queue.popleft() for _ in range(n)]
 
     def _live(self, jobs: list[_Job]) -> list[_Job]:

@@ -240,6 +240,7 @@ def _run_many(
             config.max_wait_s,
             config.queue_size,
             lambda n, s: metrics.observe_batch(n, runner.gpu_memory_bytes(), batcher.depth),
+            align=runner.pass_rows,
         )
         batcher.start()
         shape = (3, runner.info.image_size, runner.info.image_size)

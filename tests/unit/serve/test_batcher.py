@@ -74,6 +74,24 @@ def test_fills_to_max_batch_and_keeps_each_result_with_its_request():
     assert b.stats.images == 9 and b.stats.batches == len(model.sizes)
 
 
+def test_align_takes_whole_passes_when_more_are_waiting_and_the_rest_next():
+    model = Recorder()
+    model.gate.clear()  # hold the first batch so the rest queue up
+    b = Batcher(model, max_batch=8, max_wait_s=0.05, queue_size=100, align=4)
+    out, done, cbs = _collect(15)
+    far = time.monotonic() + 30
+    for i in range(15):  # all queued before the batcher starts: 15 waiting
+        b.submit(_img(10 + i), far, cbs[i])
+    b.start()
+    model.gate.set()
+    assert done.wait(10)
+    b.stop()
+    # 15 waiting → 8 (max), 7 waiting → 4 (a multiple of 4, the rest first in line), then 3 (fewer than 4: all)
+    assert model.sizes == [8, 4, 3]
+    assert [o.probs[1] for o in out] == pytest.approx([(10 + i) / 255 for i in range(15)], abs=1e-6)
+    assert [o.batch_size for o in out] == [8] * 8 + [4] * 4 + [3] * 3  # first in, first served
+
+
 def test_a_lone_request_waits_at_most_max_wait():
     model = Recorder()
     b = Batcher(model, max_batch=64, max_wait_s=0.08, queue_size=10)
