@@ -97,8 +97,15 @@ class Core:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Outcome] = loop.create_future()
 
-        def _done(outcome: Outcome) -> None:  # on the batcher's thread (or the pipe reader's)
-            loop.call_soon_threadsafe(_set, fut, outcome)
+        def _done(outcome: Outcome) -> None:  # on the batcher's reply thread, or on this loop (a worker's pipe)
+            try:
+                here = asyncio.get_running_loop() is loop
+            except RuntimeError:
+                here = False
+            if here:
+                _set(fut, outcome)
+            else:
+                loop.call_soon_threadsafe(_set, fut, outcome)
 
         try:
             self.submitter.submit(image, deadline, _done)

@@ -4,11 +4,13 @@ A request is one message: a 16-byte header (request id, deadline on the shared `
 is CLOCK_MONOTONIC for every process of a Linux host) and the decoded uint8 image, 12 KiB at 64×64, 147 KiB at
 224×224. A reply is a header (id, status, queue, preparation and inference seconds, batch size, queue depth) and the
 probabilities as float32. ``multiprocessing`` pipes are Unix sockets: one ``send_bytes`` is one message, no pickling.
-The worker's ``PipeClient`` looks like the ``Batcher`` to the HTTP code; ``serve_pipe`` feeds the real one.
+The worker's ``PipeClient`` looks like the ``Batcher`` to the HTTP code (its event loop reads the replies);
+``serve_pipe`` feeds the real one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import struct
 import threading
@@ -28,7 +30,11 @@ _STATUS = {_FULL: "full", _TIMEOUT: "timeout"}
 
 
 class PipeClient:
-    """Worker side: ``submit`` writes the image to the pipe; a reader thread hands each reply to its callback."""
+    """Worker side: ``submit`` writes the image to the pipe; each reply is handed to its callback.
+
+    Called from an event loop (the HTTP worker), the loop itself reads the replies (``add_reader`` on the pipe,
+    attached at the first submit): no reader thread, so no reply waits for the GIL to pass between two threads of
+    this process, and the callback runs on the loop. Called from plain threads, a reader thread does it."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -36,8 +42,8 @@ class PipeClient:
         self._pending: dict[int, Callable[[Outcome], None]] = {}
         self._lock = threading.Lock()
         self._depth = 0
+        self._reading: asyncio.AbstractEventLoop | threading.Thread | None = None
         self.closed = False
-        threading.Thread(target=self._read, name="gpukit-pipe-reader", daemon=True).start()
 
     @property
     def depth(self) -> int:
@@ -46,32 +52,60 @@ class PipeClient:
     def submit(self, image: np.ndarray | bytes, deadline: float, callback: Callable[[Outcome], None]) -> None:
         if self.closed:
             raise QueueFull
+        if self._reading is None:
+            self._start_reading()
         rid = next(self._ids)
         self._pending[rid] = callback
         kind, payload = (1, image) if isinstance(image, bytes) else (0, image.tobytes())
         with self._lock:
             self.conn.send_bytes(_REQ.pack(rid, deadline, kind) + payload)
 
+    def _start_reading(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop here: a thread reads
+            self._reading = threading.Thread(target=self._read, name="gpukit-pipe-reader", daemon=True)
+            self._reading.start()
+            return
+        loop.add_reader(self.conn.fileno(), self._drain)
+        self._reading = loop
+
+    def _drain(self) -> None:
+        """On the loop, when the pipe is readable: every reply that has arrived."""
+        try:
+            while self.conn.poll(0):
+                self._deliver(self.conn.recv_bytes())
+        except (EOFError, OSError):
+            assert isinstance(self._reading, asyncio.AbstractEventLoop)
+            self._reading.remove_reader(self.conn.fileno())
+            self._fail_all()
+
     def _read(self) -> None:
         try:
             while True:
-                msg = self.conn.recv_bytes()
-                rid, status, queue_s, prep_s, infer_s, batch, depth = _REP.unpack_from(msg)
-                self._depth = depth
-                callback = self._pending.pop(rid, None)
-                if callback is None:
-                    continue
-                if status == _OK:
-                    probs = np.frombuffer(msg, np.float32, offset=_REP.size).tolist()
-                    callback(Outcome(probs, queue_s, infer_s, batch, None, prep_s))
-                else:
-                    error = _STATUS.get(status) or msg[_REP.size :].decode(errors="replace")
-                    callback(Outcome(None, queue_s, infer_s, batch, error, prep_s))
-        except (EOFError, OSError):  # the model process went away: every waiting request fails now, not at its deadline
-            self.closed = True
-            for callback in list(self._pending.values()):
-                callback(Outcome(None, 0.0, 0.0, 0, "the model process exited"))
-            self._pending.clear()
+                self._deliver(self.conn.recv_bytes())
+        except (EOFError, OSError):
+            self._fail_all()
+
+    def _deliver(self, msg: bytes) -> None:
+        rid, status, queue_s, prep_s, infer_s, batch, depth = _REP.unpack_from(msg)
+        self._depth = depth
+        callback = self._pending.pop(rid, None)
+        if callback is None:
+            return
+        if status == _OK:
+            probs = np.frombuffer(msg, np.float32, offset=_REP.size).tolist()
+            callback(Outcome(probs, queue_s, infer_s, batch, None, prep_s))
+        else:
+            error = _STATUS.get(status) or msg[_REP.size :].decode(errors="replace")
+            callback(Outcome(None, queue_s, infer_s, batch, error, prep_s))
+
+    def _fail_all(self) -> None:
+        """The model process went away: every waiting request fails now, not at its deadline."""
+        self.closed = True
+        for callback in list(self._pending.values()):
+            callback(Outcome(None, 0.0, 0.0, 0, "the model process exited"))
+        self._pending.clear()
 
 
 def serve_pipe(conn: Connection, batcher: Batcher, shape: tuple[int, int, int]) -> threading.Thread:
