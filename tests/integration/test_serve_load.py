@@ -136,6 +136,19 @@ def _check_batch_decoding(srv, model, tmp_path, run_cli) -> None:
     cmyk = image_bytes("JPEG", size=(20, 20), mode="CMYK")
     assert post_image(srv.url, cmyk)[0] == 200  # not RGB/gray: decoded by Pillow in the worker
     assert post_image(srv.url, image_bytes("PNG"), "x.png", "image/png")[0] == 200
+    # large JPEGs (noise, ~380 kB each) from 8 clients at once: every message down the pipe arrives whole, whatever
+    # the event loop did to the pipe (uvloop makes a watched descriptor non-blocking)
+    big = image_bytes("JPEG", size=(900, 700), seed=6)
+    assert len(big) > 300_000
+    statuses: list[int] = []
+    threads = [threading.Thread(target=lambda: statuses.extend(post_image(srv.url, big)[0] for _ in range(3)))
+               for _ in range(8)]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert statuses == [200] * 24
+    assert post_image(srv.url, good.read_bytes())[0] == 200
 
 
 def test_loadtest_counts_match_the_metrics_of_a_several_process_server(model, image, run_cli, tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import struct
 import threading
 from collections.abc import Callable
@@ -68,6 +69,9 @@ class PipeClient:
             self._reading.start()
             return
         loop.add_reader(self.conn.fileno(), self._drain)
+        # uvloop (libuv) makes a watched descriptor non-blocking; this pipe's reads and writes are whole messages,
+        # so it stays blocking (a 45 kB request then no longer fails half-written when the socket buffer is full)
+        os.set_blocking(self.conn.fileno(), True)
         self._reading = loop
 
     def _drain(self) -> None:
