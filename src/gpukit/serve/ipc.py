@@ -34,8 +34,9 @@ class PipeClient:
     """Worker side: ``submit`` writes the image to the pipe; each reply is handed to its callback.
 
     Called from an event loop (the HTTP worker), the loop itself reads the replies (``add_reader`` on the pipe,
-    attached at the first submit): no reader thread, so no reply waits for the GIL to pass between two threads of
-    this process, and the callback runs on the loop. Called from plain threads, a reader thread does it."""
+    attached at the first submit) and runs the callbacks: no reader thread hands each reply over to the loop (both
+    needed this process's GIL; the change took ResNet-50 on an H200 from 48 % to 50-55 % of the GPU's own rate,
+    benchmarks/serve_h200_2026-12-01-run6.md). Called from plain threads, a reader thread does it."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
