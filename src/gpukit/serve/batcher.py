@@ -16,9 +16,8 @@ their callbacks fire, in the order they were taken.
 A runner is either an object with ``prepare(items) -> staged`` and ``execute(staged) -> (probs, errors)``
 (``ModelRunner``), or a plain callable on a stacked uint8 batch (prepared by ``np.stack``).
 ``submit`` never blocks: a full queue raises ``QueueFull`` at once (the HTTP side answers 503 + Retry-After), so the
-memory held is at most ``queue_size`` decoded images whatever the load. Callbacks run on the replying thread (an
-expired request's on the thread that found it expired) and must only hand the result over
-(``loop.call_soon_threadsafe``, a pipe write).
+memory held is at most ``queue_size`` decoded images whatever the load. Every callback runs on the replying thread
+and must only hand the result over (``loop.call_soon_threadsafe``, a pipe write).
 """
 
 from __future__ import annotations
@@ -175,12 +174,13 @@ class Batcher:
             return [self._queue.popleft() for _ in range(n)]
 
     def _live(self, jobs: list[_Job]) -> list[_Job]:
-        """The jobs still within their deadline; the others are answered now as timeouts."""
+        """The jobs still within their deadline; the others are answered as timeouts (through the replying thread,
+        behind the answers of the batches before them)."""
         now = time.monotonic()
-        for job in jobs:
-            if job.deadline <= now:
-                self.stats.expired += 1
-                job.callback(Outcome(None, now - job.t_submit, 0.0, 0, "timeout"))
+        expired = [j for j in jobs if j.deadline <= now]
+        if expired:
+            self.stats.expired += len(expired)
+            self._replies.put([(j, Outcome(None, now - j.t_submit, 0.0, 0, "timeout")) for j in expired])
         return [j for j in jobs if j.deadline > now]
 
     def _prepare_loop(self) -> None:

@@ -138,14 +138,25 @@ def test_requests_past_their_deadline_are_dropped_unrun():
     b.start()
     out, done, cbs = _collect(3)
     now = time.monotonic()
-    b.submit(_img(1), now + 10, cbs[0])  # runs for 0.2 s
-    b.submit(_img(2), now + 0.05, cbs[1])  # expires while the first runs
-    b.submit(_img(3), now + 10, cbs[2])
+    order: list[tuple[int, str]] = []
+
+    def noted(i: int):
+        def cb(o: Outcome) -> None:
+            order.append((i, threading.current_thread().name))
+            cbs[i](o)
+
+        return cb
+
+    b.submit(_img(1), now + 10, noted(0))  # runs for 0.2 s
+    b.submit(_img(2), now + 0.05, noted(1))  # expires while the first runs
+    b.submit(_img(3), now + 10, noted(2))
     assert done.wait(10)
     b.stop()
     assert out[1].error == "timeout" and out[1].probs is None
     assert out[0].error is None and out[2].error is None
     assert model.sizes == [1, 1] and b.stats.expired == 1
+    # the timeout is answered after the batch before it, and like every answer on the replying thread
+    assert order == [(0, "gpukit-batcher-reply"), (1, "gpukit-batcher-reply"), (2, "gpukit-batcher-reply")]
 
 
 def test_a_failing_model_fails_its_batch_and_the_loop_goes_on():
