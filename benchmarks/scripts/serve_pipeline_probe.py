@@ -20,12 +20,12 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import serve_h200 as sh
+from serve_prep_probe import batcher_rate, busy
 
 
 def timed(fn, reps: int) -> list[float]:
@@ -46,7 +46,6 @@ def main() -> int:
     import numpy as np
     from PIL import Image
 
-    from gpukit.serve.batcher import Batcher
     from gpukit.serve.model import ModelRunner
 
     out = Path(os.environ.get("OUT", "benchmarks/out"))
@@ -70,58 +69,15 @@ def main() -> int:
         staged = runner.prepare(items)
         exe = timed(lambda staged=staged: runner.execute(staged), 10)
         # C: prepare while another thread keeps the GPU busy with this batch size's forward
-        stop = threading.Event()
-        busy = runner.prepare(items)
-
-        def spin(busy=busy, stop=stop) -> None:
-            while not stop.is_set():
-                runner.execute(busy)
-
-        th = threading.Thread(target=spin)
-        th.start()
-        time.sleep(0.2)
+        end = busy(runner, items)
         loaded = timed(lambda items=items: runner.prepare(items), 10)
-        stop.set()
-        th.join()
+        end()
         doc[f"b{b}"] = {"prepare_idle_ms": 1e3 * statistics.median(prep[2:]),
                         "execute_ms": 1e3 * statistics.median(exe[2:]),
                         "prepare_beside_execute_ms": 1e3 * statistics.median(loaded[2:])}  # fmt: skip
         print(f"batch {b}: {doc[f'b{b}']}", flush=True)
     for max_batch in (128, 256):
-        batcher = Batcher(runner, max_batch=max_batch, max_wait_s=0.002, queue_size=4096)
-        batcher.start()
-        done = [0]
-        lock = threading.Lock()
-        end = time.monotonic() + args.seconds
-
-        def client(k: int, batcher=batcher, lock=lock, done=done, end=end) -> None:
-            sem = threading.Semaphore(0)
-
-            def cb(_o, sem=sem, lock=lock, done=done) -> None:
-                with lock:
-                    done[0] += 1
-                sem.release()
-
-            for i in range(32):
-                batcher.submit(jpegs[(k * 32 + i) % len(jpegs)], time.monotonic() + 30, cb)
-            i = 0
-            while time.monotonic() < end:
-                sem.acquire()
-                batcher.submit(jpegs[(k + i) % len(jpegs)], time.monotonic() + 30, cb)
-                i += 1
-
-        t0 = time.monotonic()
-        clients = [threading.Thread(target=client, args=(k,)) for k in range(8)]
-        for c in clients:
-            c.start()
-        for c in clients:
-            c.join()
-        wall = time.monotonic() - t0
-        s = batcher.stats
-        batcher.stop()
-        doc[f"batcher_max{max_batch}"] = {"img_per_s": done[0] / wall, "mean_batch": s.images / max(1, s.batches),
-                                          "prep_ms_per_batch": 1e3 * s.prep_s / max(1, s.batches),
-                                          "exec_ms_per_batch": 1e3 * s.busy_s / max(1, s.batches)}  # fmt: skip
+        doc[f"batcher_max{max_batch}"] = batcher_rate(runner, jpegs, max_batch, args.seconds, None, 256)
         print(f"batcher max {max_batch}: {doc[f'batcher_max{max_batch}']}", flush=True)
     (out / "serve-pipeline-probe.json").write_text(json.dumps(doc, indent=2))
     return 0
