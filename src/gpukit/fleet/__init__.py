@@ -1,0 +1,12 @@
+"""The fleet: judging GPUs against their node, their fleet and a shipped reference (`gpukit accept`, `gpukit fleet`).
+
+Above ``bench`` / ``history`` / ``hardware``, below ``cli``. The modules:
+
+- ``stats``: median, MAD and the slow rule, one copy used by ``accept`` and ``fleet`` alike;
+- ``record``: the acceptance document (figure names, units, directions);
+- ``status`` / ``outliers`` / ``compare`` / ``report`` / ``exporter``: what `gpukit fleet` shows over a store.
+
+Importing the package imports nothing heavy; import the module you need (``from gpukit.fleet import stats``).
+"""
+
+from __future__ import annotations
