@@ -32,6 +32,7 @@ from typing import Any
 __all__ = [
     "MAD_TO_SIGMA",
     "MIN_VALUES",
+    "Center",
     "Comparison",
     "Judgement",
     "Thresholds",
@@ -139,52 +140,72 @@ def _slowness(value: float, med: float, higher_is_better: bool) -> float:
     return 1 - value / med if higher_is_better else 1 - med / value
 
 
+@dataclass(frozen=True)
+class Center:
+    """The values a figure is judged against, reduced once: how many, their median and raw MAD."""
+
+    n: int
+    median: float | None
+    mad: float | None
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Center:
+        if not values:
+            return cls(0, None, None)
+        return cls(len(values), median(values), mad(values))
+
+
+def _sigma(spread: float | None, sigma: float | None, t: Thresholds) -> float | None:
+    if sigma is not None:
+        return sigma
+    return sigma_from_spread(spread, t.spread_runs) if spread is not None else None
+
+
 def judge(
     value: float,
-    values: Sequence[float],
+    values: Sequence[float] | Center,
     *,
     against: str,
     higher_is_better: bool = True,
     spread: float | None = None,
+    sigma: float | None = None,
     thresholds: Thresholds | None = None,
 ) -> Comparison:
-    """Judge ``value`` against the median of ``values`` (this GPU's own value included, as the caller chooses)."""
+    """Judge ``value`` against the median of ``values`` (this GPU's own value included, as the caller chooses).
+
+    The noise is ``sigma`` (relative σ) when given, else from ``spread`` (run-to-run max/min − 1), else from the
+    values' own scaled MAD when there are at least ``thresholds.min_values_for_noise`` of them.
+    """
     t = thresholds or Thresholds()
-    n = len(values)
-    if n < MIN_VALUES:
-        return Comparison(against, n, reason=f"only {n} value(s) to compare against: no {against} median")
-    med, mad_value = median(values), mad(values)
+    c = values if isinstance(values, Center) else Center.of(values)
+    if c.n < MIN_VALUES or c.median is None or c.mad is None:
+        return Comparison(against, c.n, reason=f"only {c.n} value(s) to compare against: no {against} median")
+    med, mad_value = c.median, c.mad
     if med <= 0 or value <= 0:
-        return Comparison(against, n, med, mad_value, reason=f"non-positive value or {against} median")
-    sigma = sigma_from_spread(spread, t.spread_runs) if spread is not None else None
-    if sigma is None and n >= t.min_values_for_noise:
-        sigma = MAD_TO_SIGMA * mad_value / med
-    line, reason = noise_line(getattr(t, f"slow_vs_{against}"), sigma, t)
+        return Comparison(against, c.n, med, mad_value, reason=f"non-positive value or {against} median")
+    noise = _sigma(spread, sigma, t)
+    if noise is None and c.n >= t.min_values_for_noise:
+        noise = MAD_TO_SIGMA * mad_value / med
+    line, reason = noise_line(getattr(t, f"slow_vs_{against}"), noise, t)
     slow = _slowness(value, med, higher_is_better)
-    return Comparison(
-        against,
-        n,
-        med,
-        mad_value,
-        value / med,
-        slow,
-        distance_in_mads(value, med, mad_value),
-        line,
-        slow >= line,
-        reason,
-    )
+    mads = distance_in_mads(value, med, mad_value)
+    return Comparison(against, c.n, med, mad_value, value / med, slow, mads, line, slow >= line, reason)
 
 
 def judge_reference(
-    value: float, reference: float, *, higher_is_better: bool = True, spread: float | None = None,
+    value: float,
+    reference: float,
+    *,
+    higher_is_better: bool = True,
+    spread: float | None = None,
+    sigma: float | None = None,
     thresholds: Thresholds | None = None,
-) -> Comparison:  # fmt: skip
+) -> Comparison:
     """Judge ``value`` against the reference figure shipped for the GPU model."""
     t = thresholds or Thresholds()
     if reference <= 0 or value <= 0:
         return Comparison("reference", 1, reference, reason="non-positive value or reference")
-    sigma = sigma_from_spread(spread, t.spread_runs) if spread is not None else None
-    line, reason = noise_line(t.slow_vs_reference, sigma, t)
+    line, reason = noise_line(t.slow_vs_reference, _sigma(spread, sigma, t), t)
     slow = _slowness(value, reference, higher_is_better)
     return Comparison("reference", 1, reference, None, value / reference, slow, None, line, slow >= line, reason)
 
@@ -234,17 +255,20 @@ def judge_figure(
     value: float,
     higher_is_better: bool = True,
     *,
-    peers: Sequence[float] | None = None,
-    fleet: Sequence[float] | None = None,
+    peers: Sequence[float] | Center | None = None,
+    fleet: Sequence[float] | Center | None = None,
     reference: float | None = None,
     spread: float | None = None,
+    sigma: float | None = None,
     thresholds: Thresholds | None = None,
 ) -> Judgement:
     """Judge one figure against whichever of ``peers``, ``fleet`` and ``reference`` are given (None: not judged).
 
-    ``spread`` is the figure's measured run-to-run spread (max/min − 1 over ``thresholds.spread_runs`` runs).
+    ``spread`` is the figure's measured run-to-run spread (max/min − 1 over ``thresholds.spread_runs`` runs);
+    ``sigma``, when given, the relative noise σ directly (it wins over ``spread``).
     """
-    kw: dict[str, Any] = {"higher_is_better": higher_is_better, "spread": spread, "thresholds": thresholds}
+    kw: dict[str, Any] = {"higher_is_better": higher_is_better, "spread": spread, "sigma": sigma}
+    kw["thresholds"] = thresholds
     p = judge(value, peers, against="peers", **kw) if peers is not None else None
     f = judge(value, fleet, against="fleet", **kw) if fleet is not None else None
     r = judge_reference(value, reference, **kw) if reference is not None else None
