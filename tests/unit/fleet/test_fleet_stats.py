@@ -82,7 +82,7 @@ def test_noise_from_the_values_mad_when_no_spread_is_given() -> None:
 def test_a_center_reduced_once_judges_the_same_as_the_values() -> None:
     values = [100.0, 100.4, 99.6, 100.2, 99.8, 100.0, 100.4, 99.6, 94.0]
     center = stats.Center.of(values)
-    assert (center.n, center.median, center.mad) == (9, 100.0, 0.4)
+    assert (center.n, center.median) == (9, 100.0) and center.mad == pytest.approx(0.4)
     a = stats.judge(94.0, values, against="fleet", spread=0.01)
     b = stats.judge(94.0, center, against="fleet", spread=0.01)
     assert a == b and a.flagged and a.mads == pytest.approx(-15.0)
@@ -92,5 +92,5 @@ def test_a_center_reduced_once_judges_the_same_as_the_values() -> None:
 def test_sigma_given_directly_wins_over_the_spread() -> None:
     c = stats.judge(96.0, PEERS, against="peers", spread=0.10, sigma=0.001)
     assert c.line == pytest.approx(0.05 - 2.326 * 0.001) and not c.flagged  # 4 % slow: under the line
-    c = stats.judge(95.5, PEERS, against="peers", sigma=0.001)
+    c = stats.judge(95.1, PEERS, against="peers", sigma=0.001)  # 4.9 % slow: over the 4.77 % line
     assert c.flagged
