@@ -30,7 +30,7 @@ from gpukit.fleet.accept_figures import (
     missing_figure,
     plausibility,
 )
-from gpukit.fleet.accept_judge import fleet_values, gpus_changed, judge_acceptance
+from gpukit.fleet.accept_judge import fleet_values, judge_acceptance
 from gpukit.fleet.accept_reference import reference_for
 from gpukit.fleet.record import Acceptance, Figure, GpuAcceptance, Soak
 from gpukit.fleet.soak import run_soak
@@ -199,8 +199,9 @@ def run_accept(
     targets: Sequence[Target] | None = None,
 ) -> Acceptance:
     """Accept this node. ``fleet_records``: the newest acceptance of every node in the store (None: no store, no
-    fleet comparison); ``previous``: this node's last saved acceptance (a change of GPUs is named). ``measurer`` and
-    ``targets`` are seams for tests (default: the bench engine on every device found)."""
+    fleet comparison); ``previous``: the node's identity in its last saved run (``History.previous_identity``):
+    GPUs gone, new or moved, another driver or stack are named. ``measurer`` and ``targets`` are seams for tests
+    (default: the bench engine on every device found)."""
     from gpukit.hardware.identity import node_identity
 
     say = progress or (lambda text: None)
@@ -265,8 +266,10 @@ def _judge(acc: Acceptance, settings: AcceptSettings, fleet_records: Sequence[Ma
     if fleet_records is not None:
         key, name = acc.node.get("stack_key"), acc.node.get("name")
         fleet = {m: fleet_values(fleet_records, m, key, name) for m in models}
-    if changed := gpus_changed(previous, acc.node):
-        acc.reasons.append(changed)
+    from gpukit.hardware.identity import identity_changes
+
+    if changes := identity_changes(dict(previous) if previous else None, acc.node):
+        acc.reasons.append(f"the node changed since its last saved run: {'; '.join(changes)}")
     p2p = acc.node_checks.get("p2p") or {}
     acc.reasons += list(p2p.get("flags") or [])
     judge_acceptance(acc, refs, fleet, settings.thresholds, faults)

@@ -16,7 +16,7 @@ from gpukit.fleet.accept_reference import Reference, dcgm_gate
 from gpukit.fleet.record import Acceptance, Figure, GpuAcceptance, worst_verdict
 from gpukit.fleet.stats import Comparison, Thresholds, judge_figure
 
-__all__ = ["fleet_values", "gpus_changed", "judge_acceptance", "judge_gpu"]
+__all__ = ["fleet_values", "judge_acceptance", "judge_gpu"]
 
 
 def fleet_values(records: Sequence[Mapping[str, Any]], model: str, stack_key: str | None,
@@ -81,20 +81,6 @@ def judge_gpu(gpu: GpuAcceptance, peers: Mapping[str, list[float]], fleet: Mappi
         reasons += gpu.soak.flags
     gpu.reasons = reasons
     gpu.verdict = "faulty" if faulty else ("slow" if reasons else "ok")
-
-
-def gpus_changed(previous: Mapping[str, Any] | None, node: Mapping[str, Any]) -> str | None:
-    """What changed in the node's GPUs since its last saved acceptance (``previous``), or None."""
-    if not previous:
-        return None
-    before = {g.get("uuid") for g in (previous.get("node") or {}).get("gpus") or [] if g.get("uuid")}
-    now = {g.get("uuid") for g in node.get("gpus") or [] if g.get("uuid")}
-    if before == now or not before:
-        return None
-    gone, new = sorted(before - now), sorted(now - before)
-    parts = ([f"gone: {', '.join(gone)}"] if gone else []) + ([f"new: {', '.join(new)}"] if new else [])
-    when = previous.get("started_at") or previous.get("created_at") or "?"
-    return f"the node's GPUs changed since its last acceptance (id {previous.get('id')}, {when}): {'; '.join(parts)}"
 
 
 def judge_acceptance(acc: Acceptance, references: Mapping[str, Reference | None],
