@@ -151,5 +151,29 @@ def _open(db: str | None, node: str | None) -> History:
     return open_history(db, node=node)
 
 
+def deploy_accept(image: str, out: Path, name: str, namespace: str | None, db_secret: str | None, nodes: int | None,
+                  node_gpus: int, schedule: str, textfile_dir: str, as_json: bool) -> int:  # fmt: skip
+    """`gpukit deploy k8s --accept`: the Job and CronJob running `gpukit accept` on every GPU node."""
+    from gpukit.errors import ConfigError
+    from gpukit.fleet.k8s import AcceptDeploySpec, write_accept_deploy
+
+    if not db_secret:
+        raise ConfigError("--accept needs --db-secret NAME", hint="the Secret whose key 'url' holds the store's URL")
+    if nodes is None:
+        raise ConfigError("--accept needs --nodes N", hint="how many GPU nodes to accept (one pod per node)")
+    spec = AcceptDeploySpec(image=image, db_secret=db_secret, out=out, nodes=nodes,
+                            name="gpukit-accept" if name == "gpukit-serve" else name, namespace=namespace,
+                            gpus_per_node=node_gpus, schedule=schedule, textfile_dir=textfile_dir)  # fmt: skip
+    result = write_accept_deploy(spec)
+    if as_json:
+        render.print_json(result)
+        return 0
+    render.console.print(f"wrote {', '.join(result['files'])} to {result['out']}")
+    ns = f" -n {namespace}" if namespace else ""
+    render.console.print(f"next: kubectl{ns} create secret generic {db_secret} --from-literal=url=postgresql://… && "
+                         f"kubectl{ns} apply -f {out}")  # fmt: skip
+    return 0
+
+
 def register(app: typer.Typer) -> None:
     app.command("accept")(accept)

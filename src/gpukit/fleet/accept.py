@@ -220,6 +220,7 @@ def run_accept(
     if sampler is not None:
         sampler.start()
     try:
+        measurer.prefetch(plans)
         _measure_figures(states, plans, measurer, say)
         _soak_all(states, soak_plan, plans[0].name, measurer, settings.soak_s, sampler, say)
         measurer.release()
