@@ -11,13 +11,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hardware"))
 
-from fake_nvml import FakeGpu, FakeNvml, NVMLError  # noqa: E402
+from fake_nvml import FakeGpu, FakeNvml, NVMLError
 
-from gpukit.bench.results import Result  # noqa: E402
-from gpukit.fleet.accept_figures import FigurePlan, Measurer, Target  # noqa: E402
+from gpukit.bench.results import Result
+from gpukit.fleet.accept_figures import FigurePlan, Measurer, Target
 
 
-class NVMLError_Timeout(NVMLError):  # noqa: N801 - pynvml's spelling
+class NVMLError_Timeout(NVMLError):
     pass
 
 

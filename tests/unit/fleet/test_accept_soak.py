@@ -76,7 +76,7 @@ def test_a_sag_is_flagged_with_the_throttle_reason_seen_at_that_moment() -> None
     sampler.t0 = calls[0]
     windows = sample_windows(calls, row, 1)
     assert windows is not None
-    for k, (start, end) in enumerate(windows):  # two NVML samples a second, thermal slowdown from second 7
+    for k, (start, _end) in enumerate(windows):  # two NVML samples a second, thermal slowdown from second 7
         for t in (start + 0.1, start + 0.6):
             reasons = ["sw_thermal_slowdown"] if k >= 6 else []
             sampler.samples.append({"t_s": t - sampler.t0, "index": 0, "sm_clock_mhz": 1980 if k < 6 else 1700,
