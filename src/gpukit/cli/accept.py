@@ -117,6 +117,7 @@ def accept(
     prom_textfile: Path = typer.Option(None, "--prom-textfile", help=PROM_HELP),
     device: str = typer.Option("cuda", "--device", help="cuda (every GPU), or cpu: every part but the GPU figures."),
     no_save: bool = typer.Option(False, "--no-save", help="Do not record this acceptance in the history."),
+    no_node_checks: bool = typer.Option(False, "--no-node-checks", help="Leave out the p2p matrix and all-reduce."),
 ) -> int:
     """Accept this node: GEMM, HBM and PCIe figures per GPU, NVML health, a soak, p2p and all-reduce; each figure
     checked and judged against the model's reference, the node's GPUs and the fleet."""
@@ -124,7 +125,7 @@ def accept(
     from gpukit.fleet.prom import check_textfile_dir, write_textfile
     from gpukit.hardware.identity import node_name
 
-    settings = AcceptSettings(soak_s=soak_s, device=device, node=node)
+    settings = AcceptSettings(soak_s=soak_s, device=device, node=node, node_checks=not no_node_checks)
     if prom_textfile is not None:
         check_textfile_dir(prom_textfile)
     history = None if no_save and db is None else _open(db, node)
