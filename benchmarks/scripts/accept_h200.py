@@ -109,6 +109,24 @@ def main() -> int:
             print(f"stopping after {i - 1} spread run(s): the next would pass the {BUDGET_S:.0f} s budget", flush=True)
             break
         longest = max(longest, run(f"spread{i}", ["--soak-s", SOAK, "--no-node-checks"]))
+    if BUDGET_S - (time.time() - T0) > 100:  # the GPU test too, when a minute and a half is left
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-m",
+            "gpu",
+            "-p",
+            "no:cacheprovider",
+            "tests/gpu/test_accept_gpu.py",
+        ]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=ENV, cwd=ROOT)
+            (OUT / "gpu_test.txt").write_text(p.stdout[-20000:] + p.stderr[-5000:] + f"\nexit {p.returncode}\n")
+            print(f"tests/gpu/test_accept_gpu.py: exit {p.returncode}", flush=True)
+        except subprocess.TimeoutExpired:
+            (OUT / "gpu_test.txt").write_text("timed out after 150 s\n")
     snapshot("after")
     text = summary()
     (OUT / "summary.txt").write_text(text + "\n", encoding="utf-8")
