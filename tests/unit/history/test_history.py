@@ -193,7 +193,7 @@ def test_legacy_plan_file_and_v1_file_are_migrated(tmp_path: Path) -> None:
     from gpukit.history.schema import _V1
 
     con = sqlite3.connect(v1)
-    con.executescript(_V1)
+    con.executescript(_V1.format(pk="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL"))
     con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
     con.commit()
     con.close()
@@ -250,10 +250,14 @@ def test_fallback_file_then_import(tmp_path: Path) -> None:
 def test_read_only_file_is_refused_even_for_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same refusal when the file opens read-only for a reason permissions do not show (root, a read-only
     mount): the write probe, not os.access, is what decides."""
-    import gpukit.history.store as store
+    import gpukit.history.dialect as store
 
     path = tmp_path / "r.db"
     open_history(path).close()
     real = sqlite3.connect
-    monkeypatch.setattr(store.sqlite3, "connect", lambda p, timeout: real(f"file:{p}?mode=ro", uri=True))
+    monkeypatch.setattr(
+        store.sqlite3,
+        "connect",
+        lambda p, timeout, isolation_level: real(f"file:{p}?mode=ro", uri=True, isolation_level=None),
+    )
     _fast_refusal(path, "read-only")

@@ -1,0 +1,202 @@
+"""The one place where SQLite and PostgreSQL differ: connecting, SQL placeholders, the id column, listing tables,
+transactions and the lock taken for a migration, and what a driver error means.
+
+Every query of :mod:`gpukit.history` is written once, with ``?`` placeholders; :meth:`Db.execute` hands it to the
+driver in the driver's style. A driver error leaves here as :class:`DbFailure` with a ``kind`` (``"locked"``,
+``"readonly"``, ``"damaged"``, ``"unreachable"``, ``"credentials"``, ``"other"``) that the store turns into an
+error and a hint. PostgreSQL goes through psycopg 3 (``pip install 'gpukit[fleet]'``), imported only when used.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = ["URL_SCHEMES", "Db", "DbFailure", "PostgresDb", "SqliteDb", "is_url", "redact"]
+
+URL_SCHEMES = ("postgresql://", "postgres://")
+CONNECT_TIMEOUT_S = 10
+_MIGRATION_LOCK = 0x67706B6974  # "gpukit": the advisory lock every PostgreSQL migration takes
+
+
+class DbFailure(Exception):
+    """A driver error, classified. ``kind`` says what the store should tell the user."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def is_url(db: str | Path) -> bool:
+    return isinstance(db, str) and db.strip().lower().startswith(URL_SCHEMES)
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and listings."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+class Db:
+    """One open connection. Subclasses say how their driver differs."""
+
+    name = "db"
+    pk = ""  # the DDL of an auto-numbered id column
+    real = ""  # the DDL of a double-precision column
+
+    def __init__(self, con: Any, location: str) -> None:
+        self.con = con
+        self.location = location
+
+    def sql(self, query: str) -> str:
+        return query
+
+    def execute(self, query: str, params: Sequence[Any] = ()) -> Any:
+        with self.failures():
+            return self.con.execute(self.sql(query), tuple(params))
+
+    def executemany(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            with self.failures():
+                self.con.cursor().executemany(self.sql(query), [tuple(r) for r in rows])
+
+    def insert(self, query: str, params: Sequence[Any]) -> int:
+        """Run an ``INSERT`` and return the new row's id (``RETURNING id``: the same on both backends)."""
+        rows = self.execute(query + " RETURNING id", params).fetchall()
+        return int(rows[0][0])
+
+    def tables(self) -> set[str]:
+        raise NotImplementedError
+
+    @contextmanager
+    def failures(self) -> Iterator[None]:
+        raise NotImplementedError
+        yield
+
+    @contextmanager
+    def transaction(self, migrating: bool = False, commit: bool = True) -> Iterator[None]:
+        """One transaction holding the write lock (SQLite) or, when ``migrating``, the migration lock (PostgreSQL);
+        rolled back on any error, and at its end when not ``commit``."""
+        raise NotImplementedError
+        yield
+
+    def close(self) -> None:
+        self.con.close()
+
+
+class SqliteDb(Db):
+    name = "sqlite"
+    pk = "INTEGER PRIMARY KEY AUTOINCREMENT"
+    real = "REAL"
+
+    @classmethod
+    def connect(cls, path: Path, busy_timeout_s: float) -> SqliteDb:
+        try:
+            con = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None)  # transactions: ours
+        except sqlite3.Error as exc:
+            raise DbFailure("other", str(exc)) from exc
+        db = cls(con, str(path))
+        try:
+            db.execute("PRAGMA foreign_keys = ON")
+        except DbFailure:
+            con.close()
+            raise
+        return db
+
+    def tables(self) -> set[str]:
+        rows = self.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        return {str(r[0]) for r in rows} - {"sqlite_sequence"}
+
+    @contextmanager
+    def failures(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            kind = "locked" if ("locked" in text or "busy" in text) else "other"
+            raise DbFailure("readonly" if "readonly" in text or "read-only" in text else kind, text) from exc
+        except sqlite3.DatabaseError as exc:  # not a database, malformed page, ...
+            raise DbFailure("damaged", str(exc)) from exc
+        except sqlite3.Error as exc:
+            raise DbFailure("other", str(exc)) from exc
+
+    @contextmanager
+    def transaction(self, migrating: bool = False, commit: bool = True) -> Iterator[None]:
+        self.execute("BEGIN IMMEDIATE")  # the write lock now (waiting up to the busy timeout), not at the commit
+        try:
+            yield
+        except BaseException:
+            if self.con.in_transaction:
+                self.con.rollback()
+            raise
+        self.execute("COMMIT" if commit else "ROLLBACK")
+
+
+class PostgresDb(Db):
+    name = "postgresql"
+    pk = "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY"
+    real = "DOUBLE PRECISION"
+
+    @classmethod
+    def connect(cls, url: str) -> PostgresDb:
+        try:
+            import psycopg
+            from psycopg.conninfo import conninfo_to_dict
+        except ImportError as exc:
+            raise DbFailure("driver", f"psycopg is not installed ({exc})") from exc
+        try:
+            given = conninfo_to_dict(url)
+        except psycopg.Error as exc:
+            raise DbFailure("url", str(exc).strip()) from exc
+        extra: dict[str, Any] = {"application_name": "gpukit"}
+        if "connect_timeout" not in given:
+            extra["connect_timeout"] = CONNECT_TIMEOUT_S
+        try:
+            con = psycopg.connect(url, autocommit=True, **extra)  # transactions: ours, one per write
+        except psycopg.OperationalError as exc:
+            text = str(exc).strip()
+            auth = "password authentication failed" in text or "no password supplied" in text
+            raise DbFailure("credentials" if auth else "unreachable", text.splitlines()[0] if text else "") from exc
+        except psycopg.Error as exc:
+            raise DbFailure("unreachable", str(exc).strip()) from exc
+        return cls(con, redact(url))
+
+    def sql(self, query: str) -> str:
+        return query.replace("%", "%%").replace("?", "%s")
+
+    def tables(self) -> set[str]:
+        rows = self.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        ).fetchall()
+        return {str(r[0]) for r in rows}
+
+    @contextmanager
+    def failures(self) -> Iterator[None]:
+        import psycopg
+        from psycopg import errors
+
+        try:
+            yield
+        except (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction) as exc:
+            raise DbFailure("readonly", str(exc).strip()) from exc
+        except (errors.LockNotAvailable, errors.DeadlockDetected) as exc:
+            raise DbFailure("locked", str(exc).strip()) from exc
+        except psycopg.OperationalError as exc:  # the server went away mid-way
+            raise DbFailure("unreachable", str(exc).strip()) from exc
+        except psycopg.Error as exc:
+            raise DbFailure("other", str(exc).strip()) from exc
+
+    @contextmanager
+    def transaction(self, migrating: bool = False, commit: bool = True) -> Iterator[None]:
+        with self.failures(), self.con.transaction(force_rollback=not commit):
+            if migrating:  # one migrator at a time; the others wait here, then find the schema current
+                self.con.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            yield
