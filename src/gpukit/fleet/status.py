@@ -16,13 +16,25 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gpukit.errors import ConfigError
 from gpukit.fleet import stats
 from gpukit.fleet.record import Acceptance, Figure, Soak
 
-__all__ = ["MIN_NODES", "Cell", "FigureGroup", "FleetStatus", "GpuRow", "fleet_status", "parse_records"]
+__all__ = [
+    "MIN_NODES",
+    "Cell",
+    "FigureGroup",
+    "FleetStatus",
+    "GpuRow",
+    "fleet_status",
+    "load_latest",
+    "load_spreads",
+    "parse_records",
+    "require_fleet",
+]
 
 MIN_NODES = 2  # a fleet median needs more than one node: one node's median is its peers', not a fleet's
 
@@ -52,10 +64,10 @@ class Cell:
             "value": self.value,
             "vs_fleet": self.vs_fleet,
             "fleet_mads": self.fleet_mads,
-            "flags": list(self.flags),
             "telemetry": self.telemetry,
             "reason": self.reason,
-            "judgement": self.judgement.to_dict() if self.judgement else None,
+            **(self.judgement.fields() if self.judgement else {}),  # the acceptance document's fields
+            "flags": list(self.flags),
         }
 
 
@@ -259,3 +271,43 @@ def fleet_status(
     reasons = sorted({g.reason for g in groups.values() if g.reason})
     names = sorted({str(a.node.get("name")) for a in accs})
     return FleetStatus(names, _figure_order(list(sample)), rows, list(groups.values()), t, reasons)
+
+
+def load_latest(db: str | Path | None) -> tuple[list[dict[str, Any]], str]:
+    """The newest acceptance of each node in the store at ``db`` (a file or a ``postgresql://`` URL), and the
+    store's name as messages show it (no password). Errors are ConfigError with a hint (bad path, unreachable)."""
+    from gpukit.history import open_history
+
+    with open_history(db, create=False) as history:
+        return history.latest_acceptances(), history.location
+
+
+def require_fleet(records: Sequence[Mapping[str, Any]], where: str) -> None:
+    """ConfigError unless ``records`` hold at least :data:`MIN_NODES` nodes: one node has no fleet median."""
+    names = sorted({str((rec.get("node") or {}).get("name")) for rec in records})
+    if not names:
+        raise ConfigError(
+            f"no acceptance runs in {where}",
+            hint="run `gpukit accept --db URL` on each node first (or give --db the store they wrote to)",
+        )
+    if len(names) < MIN_NODES:
+        raise ConfigError(
+            f"only one node ({names[0]}) in {where}: there is no fleet median to judge its GPUs against",
+            hint="accept more nodes into this store (`gpukit accept --db URL` on each); `gpukit accept` alone "
+            "judges one node's GPUs against each other and against the reference",
+        )
+
+
+def load_spreads(path: Path) -> dict[str, float]:
+    """Figure → run-to-run spread from a spread file (``{"runs": 10, "figures": {name: {"spread": 0.008}}}``, as
+    ``gpukit accept``'s ten-run measurement writes it); ConfigError when it cannot be read."""
+    import json
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return {str(name): float(f["spread"]) for name, f in doc["figures"].items() if f.get("spread") is not None}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ConfigError(
+            f"cannot read the spread file {path}: {e}",
+            hint='give a JSON file {"runs": 10, "figures": {"gemm_bf16_tflops": {"spread": 0.008}, …}}',
+        ) from e
