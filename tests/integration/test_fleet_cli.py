@@ -109,8 +109,10 @@ def test_bad_input_is_an_error_and_a_hint(run_cli, tmp_path: Path) -> None:
     assert empty.exit_code == 2 and "no acceptance runs" in empty.stderr and "hint:" in empty.stderr
     one = _store(str(tmp_path / "one.db"), [synth.acceptance("lonely", 8)])
     for cmd in ("status", "outliers", "report"):
-        res = run_cli("fleet", cmd, "--db", one, "-o", str(tmp_path / "r.html")) if cmd == "report" else run_cli(
-            "fleet", cmd, "--db", one
+        res = (
+            run_cli("fleet", cmd, "--db", one, "-o", str(tmp_path / "r.html"))
+            if cmd == "report"
+            else run_cli("fleet", cmd, "--db", one)
         )
         assert res.exit_code == 2, (cmd, res.stdout)
         assert "only one node (lonely)" in res.stderr and "no fleet median" in res.stderr and "hint:" in res.stderr
@@ -151,8 +153,9 @@ def test_status_over_64_nodes_answers_in_under_two_seconds_on_postgresql(run_cli
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("GPUKIT_TEST_PG_URL is not set: in CI the PostgreSQL timing must run")
         pytest.skip("GPUKIT_TEST_PG_URL is not set: no PostgreSQL server to time `fleet status` against")
-    import psycopg
     from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
 
     name = f"gpukit_fleet_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin, autocommit=True) as con:
