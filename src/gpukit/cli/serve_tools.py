@@ -112,7 +112,7 @@ def _render_loadtest(r: dict) -> None:
 
 
 def _k8s_command(
-    model: Path = typer.Argument(..., help="A run folder of `gpukit train`, or a checkpoint's .json / .safetensors."),
+    model: Path = typer.Argument(None, help="A run folder of `gpukit train`, or a checkpoint's .json / .safetensors."),
     image: str = typer.Option(..., "--image", help="The container image to build and run (registry/name:tag)."),
     out: Path = typer.Option(..., "--out", help="Folder to write the manifests, Dockerfile and README into."),
     name: str = typer.Option("gpukit-serve", "--name", help="Name of the Deployment, Service and autoscaler."),
@@ -131,8 +131,23 @@ def _k8s_command(
     ),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+    accept: bool = typer.Option(False, "--accept", help="Instead: `gpukit accept` on every GPU node (Job, CronJob)."),
+    db_secret: str | None = typer.Option(None, "--db-secret", help="With --accept: the Secret holding the store URL."),
+    nodes: int | None = typer.Option(None, "--nodes", help="With --accept: how many GPU nodes to accept."),
+    node_gpus: int = typer.Option(8, "--node-gpus", help="With --accept: GPUs per node (the pod takes them all)."),
+    schedule: str = typer.Option("0 4 * * 0", "--schedule", help="With --accept: the re-check's cron schedule."),
+    textfile_dir: str = typer.Option(
+        "/var/lib/node_exporter/textfile_collector", "--textfile-dir", help="With --accept: node_exporter's folder."
+    ),
 ) -> int:
-    """Write Kubernetes manifests (Deployment, Service, HPA, KEDA ScaledObject), a Dockerfile and a README."""
+    """Write Kubernetes manifests (Deployment, Service, HPA, KEDA ScaledObject), a Dockerfile and a README; with
+    --accept, the Job and CronJob that accept every GPU node."""
+    if accept:
+        from gpukit.cli.accept import deploy_accept
+
+        return deploy_accept(image, out, name, namespace, db_secret, nodes, node_gpus, schedule, textfile_dir, as_json)
+    if model is None:
+        raise ConfigError("missing argument MODEL", hint="give the run folder to serve (or --accept: node acceptance)")
     from gpukit.serve.deploy import DeploySpec, size_from_loadtests, write_deploy
 
     sizing = None

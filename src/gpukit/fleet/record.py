@@ -99,6 +99,7 @@ class Figure:
     vs_fleet: float | None = None
     fleet_mads: float | None = None
     dcgm_gate: float | None = None
+    dcgm_note: str | None = None  # what that DCGM gate measures (an fp32 SGEMM rate beside a bf16 figure), or why none
     flags: list[str] = field(default_factory=list)
     telemetry: dict[str, Any] = field(default_factory=dict)  # what NVML read while it ran: clocks, power, throttle
 

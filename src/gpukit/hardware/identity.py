@@ -17,7 +17,7 @@ from gpukit.hardware import _nvml
 from gpukit.hardware.gpu import read_driver
 from gpukit.hardware.stack import dist_version, torch_build_static
 
-__all__ = ["NODE_ENV", "gpu_ids", "node_identity", "node_name", "stack_key"]
+__all__ = ["NODE_ENV", "gpu_ids", "identity_changes", "node_identity", "node_name", "stack_key"]
 
 NODE_ENV = "GPUKIT_NODE"
 _MAX_NAME = 200
@@ -85,6 +85,31 @@ def gpu_ids(identity: dict[str, Any]) -> list[str]:
     """The GPUs of an identity as comparable ids (UUID, else serial, else bus id), in index order."""
     gpus = identity.get("gpus") or []
     return [str(g.get("uuid") or g.get("serial") or g.get("pci_bus_id") or g.get("index")) for g in gpus]
+
+
+def _gpu_label(gpu: dict[str, Any]) -> str:
+    serial = f" (serial {gpu['serial']})" if gpu.get("serial") else ""
+    return f"{gpu.get('uuid') or gpu.get('pci_bus_id') or '?'}{serial}"
+
+
+def identity_changes(previous: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
+    """What changed on a node between two identities, one sentence each (``[]`` when nothing did, or when there is
+    no previous one): GPUs gone, new or moved to another index, and the driver, CUDA and stack."""
+    if not previous:
+        return []
+    old = {gid: g for gid, g in zip(gpu_ids(previous), previous.get("gpus") or [], strict=True)}
+    new = {gid: g for gid, g in zip(gpu_ids(current), current.get("gpus") or [], strict=True)}
+    out = [f"GPU {g.get('index')} {_gpu_label(g)} is gone" for gid, g in old.items() if gid not in new]
+    out += [f"GPU {g.get('index')} {_gpu_label(g)} is new" for gid, g in new.items() if gid not in old]
+    out += [
+        f"GPU {_gpu_label(g)} moved from index {old[gid].get('index')} to {g.get('index')}"
+        for gid, g in new.items()
+        if gid in old and old[gid].get("index") != g.get("index")
+    ]
+    for key, what in (("driver", "driver"), ("cuda", "CUDA"), ("stack_key", "software stack")):
+        if previous.get(key) != current.get(key):
+            out.append(f"{what} {previous.get(key) or 'unknown'} → {current.get(key) or 'unknown'}")
+    return out
 
 
 def node_identity(name: str | None = None) -> dict[str, Any]:

@@ -141,8 +141,14 @@ def _latency(a: int, b: int, peer: bool) -> float:
     return statistics.median(_time(lambda: small.copy(a, peer), [a, b], 10, 0.02)) * 1e6
 
 
-def run_p2p(nbytes: int = DEFAULT_P2P_BYTES, repeats: int = 10) -> list[P2PRow]:
-    """Every ordered GPU pair × one way / both ways × peer access on / off; an ``unavailable`` row on one GPU."""
+def run_p2p(
+    nbytes: int = DEFAULT_P2P_BYTES, repeats: int = 10, *, staged: bool = True, both_ways: bool = True,
+    latency: bool = True,
+) -> list[P2PRow]:  # fmt: skip
+    """Every ordered GPU pair × one way / both ways × peer access on / off; an ``unavailable`` row on one GPU.
+    ``staged=False`` leaves out the copies staged through host memory (peer access off), ``both_ways=False`` the
+    simultaneous pairs and ``latency=False`` the small-copy latency (`gpukit accept` measures the direct matrix
+    only)."""
     try:
         import torch
     except ImportError:
@@ -159,13 +165,13 @@ def run_p2p(nbytes: int = DEFAULT_P2P_BYTES, repeats: int = 10) -> list[P2PRow]:
             if a == b:
                 continue
             pair = _Pair(a, b, nbytes)
-            for peer in (True, False):
+            for peer in (True, False) if staged else (True,):
                 can = torch.cuda.can_device_access_peer(a, b)
-                for mode in ("one-way", "both-ways") if a < b else ("one-way",):
+                for mode in ("one-way", "both-ways") if a < b and both_ways else ("one-way",):
                     row = _measure(a, b, mode, peer, pair, links.get((a, b)), repeats)
                     if peer and not can:
                         row.reason = "this pair has no peer access: the driver staged the copy itself"
-                    if row.ok and mode == "one-way":
+                    if row.ok and mode == "one-way" and latency:
                         row.latency_us = _latency(a, b, peer)
                     rows.append(row)
             del pair
