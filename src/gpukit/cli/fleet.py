@@ -10,13 +10,13 @@ import typer
 from rich.markup import escape
 
 from gpukit.cli import render
+from gpukit.cli.history import db_option
 
 if TYPE_CHECKING:
     from gpukit.fleet.compare import NodeComparison
     from gpukit.fleet.outliers import Outlier
     from gpukit.fleet.status import Cell, FleetStatus
 
-DB_HELP = "The shared store: an SQLite file or a postgresql:// URL (default: $GPUKIT_DB, else the local history)."
 SPREADS_HELP = (
     "JSON file of each figure's run-to-run spread (max/min − 1 over ten runs on one GPU); without it the noise is "
     "taken from the fleet's own MAD."
@@ -125,7 +125,7 @@ def _print_wide(table: Any) -> None:
 
 
 def status(
-    db: str = typer.Option(None, "--db", help=DB_HELP),
+    db: str = db_option(),
     spreads: Path = typer.Option(None, "--spreads", help=SPREADS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the fleet's status as JSON."),
 ) -> int:
@@ -156,7 +156,7 @@ def _outlier_row(o: Outlier) -> list[str]:
 
 
 def outliers(
-    db: str = typer.Option(None, "--db", help=DB_HELP),
+    db: str = db_option(),
     spreads: Path = typer.Option(None, "--spreads", help=SPREADS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the outliers as JSON."),
 ) -> int:
@@ -206,7 +206,7 @@ def _print_comparison(c: NodeComparison) -> None:
 def compare(
     node_a: str = typer.Argument(..., help="Node A (the reference)."),
     node_b: str = typer.Argument(..., help="Node B (compared against A)."),
-    db: str = typer.Option(None, "--db", help=DB_HELP),
+    db: str = db_option(),
     spreads: Path = typer.Option(None, "--spreads", help=SPREADS_HELP),
     force: bool = typer.Option(False, "--force", help="Compare even when the settings differ (marked ≠)."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
@@ -238,7 +238,7 @@ def compare(
 
 def report(
     output: Path = typer.Option(Path("fleet.html"), "--output", "-o", help="The HTML file to write."),
-    db: str = typer.Option(None, "--db", help=DB_HELP),
+    db: str = db_option(),
     spreads: Path = typer.Option(None, "--spreads", help=SPREADS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
 ) -> int:
@@ -260,7 +260,7 @@ def report(
 
 
 def exporter(
-    db: str = typer.Option(None, "--db", help=DB_HELP),
+    db: str = db_option(),
     port: int = typer.Option(9835, "--port", min=1, max=65535, help="TCP port to serve /metrics on."),
     host: str = typer.Option("0.0.0.0", "--host", help="Address to listen on."),
     spreads: Path = typer.Option(None, "--spreads", help=SPREADS_HELP),
@@ -283,4 +283,5 @@ def register(app: typer.Typer) -> None:
     group.command("outliers")(outliers)
     group.command("compare")(compare)
     group.command("report")(report)
+    group.command("exporter")(exporter)
     app.add_typer(group, name="fleet")
