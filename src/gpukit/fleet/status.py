@@ -123,7 +123,7 @@ class FigureGroup:
     median: float | None
     mad: float | None
     sigma: float | None  # relative noise σ used for the line
-    sigma_source: str  # "measured spread" | "fleet MAD" | "none"
+    sigma_source: str  # "measured spread" (given) | "reference spread" | "fleet MAD" | "none"
     reason: str | None = None  # why there is no fleet median
 
     def to_dict(self) -> dict[str, Any]:
@@ -195,14 +195,27 @@ def _collect(accs: Sequence[Acceptance]) -> tuple[dict[_Key, list[float]], dict[
     return values, nodes, sample
 
 
-def _group(key: _Key, values: list[float], n_nodes: int, fig: Figure, spreads: Mapping[str, float]) -> FigureGroup:
+def _sigma(model: str, name: str, center: stats.Center, spreads: Mapping[str, float] | None,
+           use_reference: bool) -> tuple[float | None, str]:  # fmt: skip
+    """The noise σ of one figure: the spread given, else the shipped reference's (what `accept` uses), else the
+    fleet's own scaled MAD."""
+    from gpukit.fleet.accept_reference import reference_for
+
+    if spreads is not None and name in spreads:
+        return stats.sigma_from_spread(spreads[name]), "measured spread"
+    ref = reference_for(model) if use_reference and spreads is None else None
+    if ref is not None and (spread := ref.spread(name)) is not None:
+        return stats.sigma_from_spread(spread, ref.runs or 10), "reference spread"
+    if center.n >= stats.Thresholds().min_values_for_noise and center.median and center.mad is not None:
+        return stats.MAD_TO_SIGMA * center.mad / center.median, "fleet MAD"
+    return None, "none"
+
+
+def _group(key: _Key, values: list[float], n_nodes: int, fig: Figure, spreads: Mapping[str, float] | None,
+           use_reference: bool) -> FigureGroup:  # fmt: skip
     model, stack_key, name = key
     center = stats.Center.of(values)
-    sigma, source = None, "none"
-    if name in spreads:
-        sigma, source = stats.sigma_from_spread(spreads[name]), "measured spread"
-    elif center.n >= stats.Thresholds().min_values_for_noise and center.median and center.mad is not None:
-        sigma, source = stats.MAD_TO_SIGMA * center.mad / center.median, "fleet MAD"
+    sigma, source = _sigma(model, name, center, spreads, use_reference)
     reason = None
     if n_nodes < MIN_NODES:
         reason = f"{name} of {model} ({stack_key}) measured on {n_nodes} node(s): no fleet median"
@@ -251,13 +264,19 @@ def fleet_status(
     *,
     thresholds: stats.Thresholds | None = None,
     spreads: Mapping[str, float] | None = None,
+    use_reference: bool = True,
 ) -> FleetStatus:
-    """The fleet from the newest acceptance of each node (``records``, as the store returns them)."""
+    """The fleet from the newest acceptance of each node (``records``, as the store returns them).
+
+    The noise of each figure: ``spreads`` (figure → run-to-run spread) when given; else the spread of the reference
+    shipped for the GPU model (as `gpukit accept` judges it), unless ``use_reference`` is False; else the fleet's
+    own scaled MAD.
+    """
     t = thresholds or stats.Thresholds()
     parsed = parse_records(records)
     accs = [a for a, _ in parsed]
     values, nodes, sample = _collect(accs)
-    groups = {k: _group(k, values.get(k, []), len(nodes.get(k, ())), sample[k], spreads or {}) for k in sample}
+    groups = {k: _group(k, values.get(k, []), len(nodes.get(k, ())), sample[k], spreads, use_reference) for k in sample}
     rows = []
     for acc, rec_id in parsed:
         stack_key = str(acc.node.get("stack_key") or "-")

@@ -72,22 +72,26 @@ def _soak(rng: random.Random, median: float, factor: float, seconds: int = 30) -
             "reason": None}  # fmt: skip
 
 
+def _median(spec: Mapping[str, Any]) -> float:
+    return float(spec["median"] if "median" in spec else spec["value"])  # a spread file or a shipped reference
+
+
 def _gpu(rng: random.Random, name: str, index: int, doc: Mapping[str, Any], slow: tuple[str, float] | None,
          power_limit_w: float) -> dict[str, Any]:  # fmt: skip
     figures = {}
     for fig, spec in doc["figures"].items():
         sigma = stats.sigma_from_spread(float(spec["spread"]), int(doc.get("runs", 10)))
         factor = 1 - slow[1] if slow and slow[0] == fig else 1.0
-        value = spec["median"] * factor * (1 + rng.gauss(0, sigma))
+        value = _median(spec) * factor * (1 + rng.gauss(0, sigma))
         figures[fig] = {
-            "value": value, "unit": spec["unit"], "higher_is_better": spec["higher_is_better"], "status": "ok",
-            "reason": None, "rel_error": 0.002, "spread": 0.004, "reference": spec["median"], "flags": [],
-            "telemetry": _telemetry(rng, factor < 1.0, power_limit_w),
+            "value": value, "unit": spec["unit"], "higher_is_better": spec.get("higher_is_better", True),
+            "status": "ok", "reason": None, "rel_error": 0.002, "spread": 0.004, "reference": _median(spec),
+            "flags": [], "telemetry": _telemetry(rng, factor < 1.0, power_limit_w),
         }  # fmt: skip
     factor = 1 - slow[1] if slow else 1.0
     return {
         "index": index, "uuid": f"GPU-{name}-{index}", "serial": f"S{name}{index}", "model": doc["model"],
-        "figures": figures, "soak": _soak(rng, doc["figures"]["soak_gemm_tflops"]["median"], factor),
+        "figures": figures, "soak": _soak(rng, _median(doc["figures"]["soak_gemm_tflops"]), factor),
         "telemetry": {"before": {"power_limit_w": power_limit_w, "sm_clock_max_mhz": 1980, "mem_clock_max_mhz": 3201},
                       "after": {}, "samples": []},
         "verdict": "ok", "reasons": [],
