@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from gpukit.fleet.status import Cell, FleetStatus
 
 SPREADS_HELP = (
-    "JSON file of each figure's run-to-run spread (max/min − 1 over ten runs on one GPU); without it the noise is "
-    "taken from the fleet's own MAD."
+    "JSON file of each figure's run-to-run spread (max/min − 1 over ten runs on one GPU). Default: the spread of "
+    "the reference shipped for the GPU model (what `gpukit accept` uses), else the fleet's own MAD."
 )
 _UNIT_SUFFIXES = ("_tflops", "_gbps", "_s", "_ms")
 

@@ -5,9 +5,10 @@ slow rule (:mod:`gpukit.fleet.stats`), against three things: the other GPUs of i
 GPU of the fleet with the same model and software stack (``stack_key``: driver, CUDA, torch, gpukit), and the
 reference saved with the figure. A figure that failed its check is not judged: it makes the GPU faulty.
 
-The noise σ of each figure is its measured run-to-run spread when one is given (``spreads``, per figure: max/min − 1
-over ten runs on one GPU); otherwise the fleet's own scaled MAD (1.4826 × MAD / median), which holds run-to-run
-noise and the GPU-to-GPU difference together. Figure names are treated generically: unit and direction come from the
+The noise σ of each figure is its measured run-to-run spread (max/min − 1 over ten runs on one GPU): the one given
+(``spreads``), else the one of the reference shipped for the GPU model (what `gpukit accept` judges with); without
+either, the fleet's own scaled MAD (1.4826 × MAD / median), which holds run-to-run noise and the GPU-to-GPU
+difference together. Figure names are treated generically: unit and direction come from the
 saved figures.
 """
 
