@@ -278,7 +278,10 @@ def exporter(
 
 def register(app: typer.Typer) -> None:
     """Add `gpukit fleet` with `status`, `outliers`, `compare`, `report` and `exporter`."""
-    group = typer.Typer(help="The fleet in one store: every GPU judged against its node, its fleet and its reference.")
+    group = typer.Typer(
+        help="The fleet in one store: every GPU judged against its node, its fleet and its reference.",
+        no_args_is_help=True,
+    )
     group.command("status")(status)
     group.command("outliers")(outliers)
     group.command("compare")(compare)
