@@ -278,6 +278,7 @@ def _server_file_name(url: str) -> str:
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    bits = [parts.hostname or "local", str(parts.port or 5432), parts.path.strip("/") or "postgres"]
+    host, _, port = parts.netloc.rpartition("@")[2].partition(":")
+    bits = [host or "local", port or "5432", parts.path.strip("/") or "postgres"]
     safe = "-".join("".join(c if c.isalnum() or c in "._" else "_" for c in b) for b in bits)
     return f"postgresql-{safe}.db"
