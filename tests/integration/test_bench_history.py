@@ -45,7 +45,8 @@ def test_a_failed_save_is_kept_and_imported(run_cli, tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(History, "save_run", full_disk)
     res = run_cli(*TINY, "--db", str(db))
-    assert res.exit_code == 0 and "disk is full" in res.stderr and "gpukit history import" in res.stderr
+    assert res.exit_code == 2 and "disk is full" in res.stderr and "gpukit history import" in res.stderr
+    assert "vector-add" in res.stdout  # the report still printed
     (kept,) = tmp_path.glob("r.db.unsaved-*-bench_run.json")
     monkeypatch.undo()
     res = run_cli("history", "import", str(kept), "--db", str(db), "--json")

@@ -123,8 +123,9 @@ def _open_history(db: str | None, no_save: bool, node: str | None) -> History | 
 
 
 def _save(history: History, run: Run) -> None:
-    """Save ``run``; if that fails (disk full, a lock held past the busy timeout), write it beside the history as
-    JSON and say how to import it — a measured run is never thrown away."""
+    """Save ``run``; if that fails (disk full, a lock held past the busy timeout, a store refusing writes), write it
+    beside the history as JSON and say how to import it — a measured run is never thrown away; the command then
+    exits 2 after its report."""
     from gpukit.history import save_or_keep
 
     run_id, kept, exc = save_or_keep(history, "bench_run", run.to_dict())
@@ -234,8 +235,10 @@ def bench(
     baseline_doc = _load_baseline(baseline, db) if baseline else None
     run = _measured(request, db, no_save, node)
     if sweep:
-        return _report_sweep(run, as_json)
-    return _report(run, baseline, baseline_doc, tol, write_baseline, markdown, save_image, as_json, as_csv)
+        code = _report_sweep(run, as_json)
+    else:
+        code = _report(run, baseline, baseline_doc, tol, write_baseline, markdown, save_image, as_json, as_csv)
+    return 2 if not no_save and run.id is None else code  # the store refused the run (kept in a file): exit 2
 
 
 def _check_plan(request: BenchRequest) -> None:

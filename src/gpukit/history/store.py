@@ -106,11 +106,11 @@ class History(Store):
                 return []
             assert db is not None
             tail, params = limit_clause(limit)
-            where, node_params = (" WHERE r.node = ?", (node,)) if node is not None else ("", ())
+            where, node_params = (f" WHERE {self._v3('r.node')} = ?", (node,)) if node is not None else ("", ())
             rows = db.execute(
                 "SELECT r.id, r.started_at, r.duration_s, r.hostname, r.gpu, r.settings_json,"
                 " (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id AND x.status = 'ok'),"
-                " (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id), r.node"
+                f" (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id), {self._v3('r.node')}"
                 f" FROM runs r{where} ORDER BY r.id DESC{tail}",
                 node_params + params,
             ).fetchall()
@@ -134,7 +134,7 @@ class History(Store):
             assert db is not None
             row = db.execute(
                 "SELECT id, started_at, duration_s, interrupted, machine_json, versions_json, settings_json,"
-                " ceilings_json, node_json FROM runs WHERE id = ?",
+                f" ceilings_json, {self._v3('node_json')} FROM runs WHERE id = ?",
                 (run_id,),
             ).fetchone()
             if row is None:
@@ -258,7 +258,7 @@ class History(Store):
         bound, params = ("", (node,)) if before_id is None else (" AND id < ?", (node, int(before_id)))
         for table, column in (("acceptances", "record_json"), ("runs", "node_json")):
             with self._reading() as db:
-                if not self._has(db, table):
+                if not self._has(db, table) or self.version < 3:
                     continue
                 assert db is not None
                 row = db.execute(
