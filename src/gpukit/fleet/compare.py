@@ -1,7 +1,7 @@
 """`gpukit fleet compare NODE NODE`: two nodes' newest acceptances figure by figure — and first, whether they were
-taken under the same settings. Figures taken under a different driver, CUDA, software stack, power limit or clock
-setting do not compare the hardware (MEASURING.md rule 10): the comparison names each difference, and the CLI refuses
-it unless told ``--force``.
+taken under the same settings. Figures taken under a different driver, CUDA, software stack, power limit, clock
+setting or ECC mode do not compare the hardware: the comparison names each difference, and the CLI refuses it
+unless told ``--force``.
 
 A difference between the two nodes' medians is called noise when it is inside the band the run-to-run noise allows
 (z · σ · √2: two medians, each as noisy as one GPU at most).
@@ -25,8 +25,9 @@ _NODE_SETTINGS = (("driver", "driver"), ("cuda", "CUDA"), ("stack_key", "softwar
 
 
 def _is_setting(key: str) -> bool:
-    """A key of a GPU's telemetry "before" that is a setting (a limit or a clock chosen), not a reading."""
-    if "power_limit" in key:
+    """A key of a GPU's telemetry "before" that is a setting (a limit, a clock chosen, ECC on or off), not a
+    reading: ``power_limit_w``, ``sm_clock_max_mhz``, ``app_sm_clock_mhz``, ``ecc_enabled`` — not ``sm_clock_mhz``."""
+    if "power_limit" in key or key == "ecc_enabled":
         return True
     return "clock" in key and any(w in key for w in ("max", "app", "locked", "limit", "target"))
 
