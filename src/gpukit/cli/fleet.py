@@ -21,14 +21,6 @@ SPREADS_HELP = (
     "JSON file of each figure's run-to-run spread (max/min − 1 over ten runs on one GPU). Default: the spread of "
     "the reference shipped for the GPU model (what `gpukit accept` uses), else the fleet's own MAD."
 )
-_UNIT_SUFFIXES = ("_tflops", "_gbps", "_s", "_ms")
-
-
-def _short(figure: str) -> str:
-    for suffix in _UNIT_SUFFIXES:
-        if figure.endswith(suffix):
-            return figure.removesuffix(suffix)
-    return figure
 
 
 def _load(db: str | None, spreads: Path | None) -> FleetStatus:
@@ -74,6 +66,8 @@ def _grid(columns: list[str], rows: list[list[tuple[str, str | None]]]) -> str:
 
 
 def _print_status(st: FleetStatus) -> None:
+    from gpukit.fleet.status import short_name
+
     rows = []
     for r in st.rows:
         verdict = (r.verdict, None if r.verdict == "ok" else _RED)
@@ -83,7 +77,7 @@ def _print_status(st: FleetStatus) -> None:
         "(* flagged: slow against the node, the fleet or the reference)",
         soft_wrap=True,
     )
-    columns = ["node", "GPU", *(_short(f) for f in st.figures), "verdict"]
+    columns = ["node", "GPU", *(short_name(f) for f in st.figures), "verdict"]
     render.console.print(_grid(columns, rows), soft_wrap=True)
     _print_groups(st)
     for reason in st.reasons:

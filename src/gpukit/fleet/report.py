@@ -15,7 +15,7 @@ from gpukit.bench.report import _CSS, Plot, _img, _table
 from gpukit.bench.report_plots import _figure, _png
 from gpukit.fleet.outliers import Outlier, find_outliers
 from gpukit.fleet.stats import noise_line
-from gpukit.fleet.status import Cell, FleetStatus, GpuRow
+from gpukit.fleet.status import Cell, FleetStatus, GpuRow, short_name
 
 __all__ = ["HEATMAP_MAX_NODES", "SECTIONS", "FleetReport", "build_fleet_report", "to_html"]
 
@@ -77,10 +77,9 @@ def heatmap_plot(st: FleetStatus) -> tuple[bytes, str]:
         for j, f in enumerate(st.figures):
             if cells[n][f][1]:
                 ax.text(j, i, "×", ha="center", va="center", fontsize=8, color="black")
-    ax.set_xticks(range(len(st.figures)), [f.removesuffix("_tflops").removesuffix("_gbps") for f in st.figures],
-                  rotation=30, ha="right", fontsize=8)  # fmt: skip
+    ax.set_xticks(range(len(st.figures)), [short_name(f) for f in st.figures], rotation=30, ha="right", fontsize=8)
     ax.set_yticks(range(len(shown)), shown, fontsize=max(4, min(8, 700 // max(len(shown), 1))))
-    fig.colorbar(image, ax=ax, label="slowest GPU, % of the fleet median")
+    fig.colorbar(image, ax=ax, label="% of fleet median")
     ax.set_title("Each node's slowest GPU per figure (× a flagged GPU)", fontsize=10)
     left_out = len(order) - len(shown)
     caption = (
@@ -185,13 +184,13 @@ def _outliers(report: FleetReport) -> str:
     if not report.outliers:
         return f'<p class="nm">no GPU flagged among {len(report.status.rows)}</p>'
     rows = [
-        [o.node, str(o.gpu), o.figure,
+        [o.node, str(o.gpu), o.uuid or "n/a", o.figure,
          f"{o.value:,.4g} {o.unit}" if o.value is not None else f"failed: {o.reason or ''}",
          _pct(o.vs_fleet), f"{o.fleet_mads:+.1f}" if o.fleet_mads is not None else "n/a", _pct(o.vs_node),
          ", ".join(o.flags), describe_telemetry(o.telemetry)]
         for o in report.outliers
     ]  # fmt: skip
-    columns = ("node", "GPU", "figure", "value", "of fleet median", "MADs", "of node median", "flags", "seen")
+    columns = ("node", "GPU", "UUID", "figure", "value", "of fleet median", "MADs", "of node median", "flags", "seen")
     return _table(columns, rows, lambda i: "failed")
 
 
@@ -218,10 +217,9 @@ def _gpus(st: FleetStatus) -> str:
         p = _perf(c)
         return (f"{p:.1f}" if p is not None else "n/a") + ("*" if c.flags else "")
 
-    rows = [[r.node, str(r.gpu), r.uuid or "n/a", *(cell(r.cells.get(f)) for f in st.figures), r.verdict]
-            for r in st.rows]  # fmt: skip
-    columns = ("node", "GPU", "UUID", *st.figures, "verdict")
-    intro = "<p>Each figure in % of the fleet median (higher is better); * flagged.</p>"
+    rows = [[r.node, str(r.gpu), *(cell(r.cells.get(f)) for f in st.figures), r.verdict] for r in st.rows]
+    columns = ("node", "GPU", *(short_name(f) for f in st.figures), "verdict")
+    intro = "<p>Each figure in % of the fleet median (higher is better); * flagged. UUIDs are in the outliers.</p>"
     return intro + _table(columns, rows, lambda i: "failed" if st.rows[i].flagged else "")
 
 

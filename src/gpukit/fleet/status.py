@@ -35,6 +35,7 @@ __all__ = [
     "load_spreads",
     "parse_records",
     "require_fleet",
+    "short_name",
 ]
 
 MIN_NODES = 2  # a fleet median needs more than one node: one node's median is its peers', not a fleet's
@@ -176,6 +177,17 @@ def parse_records(records: Sequence[Mapping[str, Any]]) -> list[tuple[Acceptance
                 hint="upgrade gpukit to the version that wrote it, or remove that record",
             ) from e
     return out
+
+
+_UNIT_SUFFIXES = ("_tflops", "_gbps", "_ms", "_s")
+
+
+def short_name(figure: str) -> str:
+    """A figure's name without its unit suffix, for a column header: ``gemm_bf16_tflops`` → ``gemm_bf16``."""
+    for suffix in _UNIT_SUFFIXES:
+        if figure.endswith(suffix):
+            return figure.removesuffix(suffix)
+    return figure
 
 
 _Key = tuple[str, str, str]  # (model, stack_key, figure)
