@@ -1,15 +1,19 @@
-"""Shared fixtures: a CLI runner that calls ``gpukit.cli.main`` in-process and captures its output."""
+"""Shared fixtures: a CLI runner that calls ``gpukit.cli.main`` in-process and captures its output; the two store
+backends (an SQLite file, a fresh database on a real PostgreSQL server)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 # Never let a developer's own history or GPU selection leak into tests.
 os.environ.pop("GPUKIT_DB", None)
+os.environ.pop("GPUKIT_NODE", None)
 
 pytest_plugins = ["pytester"]  # tests/unit/bench/test_pytest_plugin.py drives pytest itself
 
@@ -41,3 +45,51 @@ def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
         return CliResult(code, out, err)
 
     return _run
+
+
+# --- the shared store: a real PostgreSQL server ---
+# Named by GPUKIT_TEST_PG_URL (a role that may create databases and roles; .ci/run starts one and sets it). Without
+# it the PostgreSQL cases skip with the reason, except in CI (CI=true), where they fail: a store test that silently
+# skipped there would prove nothing.
+
+PG_ENV = "GPUKIT_TEST_PG_URL"
+
+
+def pg_admin_url() -> str:
+    """The test server's URL, or skip (fail in CI) with the reason."""
+    url = os.environ.get(PG_ENV)
+    if url:
+        return url
+    reason = f"{PG_ENV} is not set: no PostgreSQL server to test the shared store against (.ci/run starts one)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason + " — in CI these tests must run")
+    pytest.skip(reason)
+
+
+def with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A new, empty database on the test server; dropped afterwards."""
+    import psycopg
+
+    admin = pg_admin_url()
+    name = f"gpukit_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as con:
+        con.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield with_database(admin, name)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as con:
+            con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
+    """A store of each backend: a path (as a str) or a URL."""
+    if request.param == "sqlite":
+        return str(tmp_path) + "/results.db"
+    return str(request.getfixturevalue("pg_url"))

@@ -9,11 +9,11 @@ import typer
 
 # Each module defines ``register(app: typer.Typer) -> None`` and keeps heavy imports inside its commands,
 # so ``gpukit --help`` stays fast.
-COMMAND_MODULES = ("info", "doctor", "bench", "history", "report", "plan", "train", "serve", "accept")
+COMMAND_MODULES = ("info", "doctor", "bench", "history", "report", "plan", "train", "serve", "accept", "fleet")
 # A command whose module is known builds an app of that module alone: `gpukit train …` skipped nothing it needs and
 # imported the bench package (the measuring engine) and the serve/plan modules besides, ~0.5 s of every run's
 # start-up. Anything else (root --help, --version, an unknown name) builds the whole app.
-_OWN_MODULE = {"train": "train", "predict": "train", "export": "train", "accept": "accept"}
+_OWN_MODULE = {"train": "train", "predict": "train", "export": "train", "accept": "accept", "fleet": "fleet"}
 
 
 def build_app(argv: Sequence[str] | None = None) -> typer.Typer:

@@ -113,6 +113,7 @@ class Store:
         self.busy_timeout_s = busy_timeout_s
         self.node_name = node
         self._identity: dict[str, Any] | None = None
+        self.version = 0  # the store's schema version once open (0: no store yet); a reader may see an older one
         self._db: Db | None = None
 
     # --- opening and validation ---
@@ -181,8 +182,9 @@ class Store:
                     f"{self.location} is not a gpukit results history (not an SQLite file: {f})", hint=_HINT
                 ) from f
             raise refusal(self.location, f, "read", self.busy_timeout_s) from f
+        self.version = current
         if not write:
-            return  # a reader sees the tables there are (a missing one reads as empty); the first writer migrates
+            return  # a reader sees the tables and columns there are (missing: empty); the first writer migrates
         try:
             if current < SCHEMA_VERSION:
                 with db.transaction(migrating=True):  # under the lock: another node may have migrated meanwhile
@@ -190,6 +192,7 @@ class Store:
                     current = self._check(read_version(db, names), names)
                     if current < SCHEMA_VERSION:
                         migrate(db, current)
+                self.version = SCHEMA_VERSION
             else:  # a write that changes nothing, rolled back: takes the write lock (waiting for another gpukit)
                 with db.transaction(commit=False):  # and fails now, not after the run, on a read-only store
                     db.execute("UPDATE meta SET value = value WHERE key = 'schema_version'")
@@ -233,6 +236,10 @@ class Store:
 
     def _has(self, db: Db | None, *names: str) -> bool:
         return db is not None and set(names) <= db.tables()
+
+    def _v3(self, column: str) -> str:
+        """``column`` (added by schema 3), or NULL when reading an older store that a reader does not migrate."""
+        return column if self.version >= 3 else "NULL"
 
     # --- the node ---
 
@@ -278,6 +285,7 @@ def _server_file_name(url: str) -> str:
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    bits = [parts.hostname or "local", str(parts.port or 5432), parts.path.strip("/") or "postgres"]
+    host, _, port = parts.netloc.rpartition("@")[2].partition(":")
+    bits = [host or "local", port or "5432", parts.path.strip("/") or "postgres"]
     safe = "-".join("".join(c if c.isalnum() or c in "._" else "_" for c in b) for b in bits)
     return f"postgresql-{safe}.db"

@@ -9,6 +9,7 @@ error and a hint. PostgreSQL goes through psycopg 3 (``pip install 'gpukit[fleet
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -36,13 +37,14 @@ def is_url(db: str | Path) -> bool:
 
 
 def redact(url: str) -> str:
-    """The URL without its password, for messages and listings."""
+    """The URL without its password (in the user part, or a ``password=`` parameter), for messages and listings."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.split(':', 1)[0]}@{hostport}"
+        parts = parts._replace(netloc=netloc)
+    query = re.sub(r"(^|&)password=[^&]*", r"\1password=***", parts.query)
+    return urlunsplit(parts._replace(query=query))
 
 
 class Db:
@@ -156,6 +158,9 @@ class PostgresDb(Db):
             given = conninfo_to_dict(url)
         except psycopg.Error as exc:
             raise DbFailure("url", str(exc).strip()) from exc
+        ports = str(given.get("port") or "0").split(",")
+        if not all(p.strip().isdigit() for p in ports):
+            raise DbFailure("url", f"the port {given.get('port')!r} is not a number")
         extra: dict[str, Any] = {"application_name": "gpukit"}
         if "connect_timeout" not in given:
             extra["connect_timeout"] = CONNECT_TIMEOUT_S

@@ -52,6 +52,7 @@ def write_fallback(db: History | Path, kind: str, record: Mapping[str, Any]) -> 
     for folder in (db_path.parent, Path.cwd(), Path(tempfile.gettempdir())):
         target = folder / name
         try:
+            folder.mkdir(parents=True, exist_ok=True)  # a server's fallback folder may not exist yet
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)

@@ -36,6 +36,7 @@ class RunSummary:
     n_ok: int
     n_total: int
     quick: bool
+    node: str | None = None  # the node's name in the store (its --node, else its hostname); None before schema 3
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -98,28 +99,30 @@ class History(Store):
             )  # fmt: skip
         return run_id
 
-    def list_runs(self, limit: int | None = 50) -> list[RunSummary]:
-        """The latest ``limit`` runs, newest first."""
+    def list_runs(self, limit: int | None = 50, node: str | None = None) -> list[RunSummary]:
+        """The latest ``limit`` runs (of one node when ``node``), newest first."""
         with self._reading() as db:
             if not self._has(db, "runs", "results"):
                 return []
             assert db is not None
             tail, params = limit_clause(limit)
+            where, node_params = (f" WHERE {self._v3('r.node')} = ?", (node,)) if node is not None else ("", ())
             rows = db.execute(
                 "SELECT r.id, r.started_at, r.duration_s, r.hostname, r.gpu, r.settings_json,"
                 " (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id AND x.status = 'ok'),"
-                " (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id)"
-                " FROM runs r ORDER BY r.id DESC" + tail,
-                params,
+                f" (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id), {self._v3('r.node')}"
+                f" FROM runs r{where} ORDER BY r.id DESC{tail}",
+                node_params + params,
             ).fetchall()
-        out = []
-        for rid, started, dur, host, gpu, settings_json, n_ok, n_total in rows:
-            settings = loads(settings_json, f"run {rid}'s settings", self.location)
-            settings = settings if isinstance(settings, dict) else {}
-            workloads = [str(w) for w in settings.get("workloads") or []]
-            quick = bool(settings.get("quick"))
-            out.append(RunSummary(int(rid), started, dur, host, gpu, workloads, int(n_ok), int(n_total), quick))
-        return out
+        return [self._summary(row) for row in rows]
+
+    def _summary(self, row: Any) -> RunSummary:
+        rid, started, dur, host, gpu, settings_json, n_ok, n_total, node = row
+        settings = loads(settings_json, f"run {rid}'s settings", self.location)
+        settings = settings if isinstance(settings, dict) else {}
+        workloads = [str(w) for w in settings.get("workloads") or []]
+        quick = bool(settings.get("quick"))
+        return RunSummary(int(rid), started, dur, host, gpu, workloads, int(n_ok), int(n_total), quick, node)
 
     def load_run(self, run_id: int) -> dict[str, Any]:
         """Run ``run_id`` as the dict ``Run.to_dict()`` made (with ``"node"`` when the store has it). A missing
@@ -131,7 +134,7 @@ class History(Store):
             assert db is not None
             row = db.execute(
                 "SELECT id, started_at, duration_s, interrupted, machine_json, versions_json, settings_json,"
-                " ceilings_json, node_json FROM runs WHERE id = ?",
+                f" ceilings_json, {self._v3('node_json')} FROM runs WHERE id = ?",
                 (run_id,),
             ).fetchone()
             if row is None:
@@ -255,7 +258,7 @@ class History(Store):
         bound, params = ("", (node,)) if before_id is None else (" AND id < ?", (node, int(before_id)))
         for table, column in (("acceptances", "record_json"), ("runs", "node_json")):
             with self._reading() as db:
-                if not self._has(db, table):
+                if not self._has(db, table) or self.version < 3:
                     continue
                 assert db is not None
                 row = db.execute(

@@ -261,3 +261,30 @@ def test_read_only_file_is_refused_even_for_root(tmp_path: Path, monkeypatch: py
         lambda p, timeout, isolation_level: real(f"file:{p}?mode=ro", uri=True, isolation_level=None),
     )
     _fast_refusal(path, "read-only")
+
+
+def test_a_v2_file_reads_without_being_migrated_then_migrates_on_write(tmp_path: Path) -> None:
+    """A reader (history list/show, report) of a file an older gpukit wrote sees its runs, without the node columns
+    schema 3 adds and without changing the file; the first writer migrates it, keeping every run."""
+    from gpukit.history.schema import _V1, _V2
+
+    v2 = tmp_path / "v2.db"
+    con = sqlite3.connect(v2)
+    con.executescript((_V1 + _V2).format(pk="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL"))
+    con.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+    settings = json.dumps({"workloads": ["saxpy"]})
+    con.execute("INSERT INTO runs (started_at, hostname, machine_json, versions_json, settings_json, ceilings_json)"
+                " VALUES ('2026-11-30T05:00:00Z', 'old', '{}', '{}', ?, '{}')", (settings,))  # fmt: skip
+    con.commit()
+    con.close()
+    with open_history(v2, create=False) as h:
+        (s,) = h.list_runs()
+        assert (s.hostname, s.workloads, s.node) == ("old", ["saxpy"], None)
+        assert "node" not in h.load_run(s.id) and h.list_runs(node="old") == []
+        assert h.previous_identity("old") is None and h.acceptances() == [] and h.latest_acceptances() == []
+    assert sqlite3.connect(v2).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    with open_history(v2, node="new") as h:
+        h.save_run(_run_doc())
+        assert [r.node for r in h.list_runs()] == ["new", None]
+        assert h.previous_identity("new") is not None
+    assert sqlite3.connect(v2).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
