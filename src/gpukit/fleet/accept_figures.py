@@ -94,6 +94,7 @@ class Measurer:
         self._cache: dict[tuple[str, str], Prepared] = {}
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
 
     def workload(self, name: str) -> Workload:
         return get_workload(name)
@@ -118,7 +119,9 @@ class Measurer:
             size = w.parse_size(plan.size)
             keys.setdefault((w.name, size.label), (w, size))
         for w, size in keys.values():
-            threading.Thread(target=self.prepared, args=(w, size), daemon=True, name="gpukit-accept-inputs").start()
+            t = threading.Thread(target=self.prepared, args=(w, size), daemon=True, name="gpukit-accept-inputs")
+            t.start()
+            self._threads.append(t)
 
     def measure(
         self, plan: FigurePlan, target: Target, settings: Settings | None = None, workload: Workload | None = None
@@ -129,12 +132,28 @@ class Measurer:
         size = workload.parse_size(plan.size)
         s = settings or self.settings
         s = replace(s, gpu_index=target.nvml_index if target.nvml_index is not None else -1)
-        return on_device(target, lambda: run_one(workload, plan.impl, size, lambda: self.prepared(workload, size), s))
+        try:
+            return on_device(
+                target, lambda: run_one(workload, plan.impl, size, lambda: self.prepared(workload, size), s)
+            )
+        except Exception as exc:  # selecting the device itself failed (a lost GPU, a dead driver): the row says so
+            return _failed_row(workload, plan, target, size, exc)
 
     def release(self) -> None:
-        """Drop the host inputs (several GiB on CUDA)."""
+        """Drop the host inputs (several GiB on CUDA), once every background build has ended."""
+        for t in self._threads:
+            t.join()
+        self._threads.clear()
         with self._lock:
             self._cache.clear()
+
+
+def _failed_row(workload: Workload, plan: FigurePlan, target: Target, size: Size, exc: Exception) -> Result:
+    text = (str(exc).strip().splitlines() or [""])[0][:300]
+    device = "cuda" if target.cuda_index is not None else "cpu"
+    reason = f"{type(exc).__name__}: {text}"
+    return Result(workload.name, plan.impl, device, size.label, status="failed", reason=reason,
+                  throughput_unit=workload.unit)  # fmt: skip
 
 
 def on_device(target: Target, fn: Callable[[], Any]) -> Any:
