@@ -82,13 +82,13 @@ def run(label: str, args: list[str]) -> float:
 
 def summary() -> str:
     docs = [json.loads(line) for line in (OUT / "runs.jsonl").read_text().splitlines()]
-    spread_runs = [d for d in docs if d["_run"]["label"].startswith("spread") and d.get("gpus")]
+    measured = [d for d in docs if d.get("gpus")]
     lines = [f"{d['_run']['label']}: exit {d['_run']['rc']} wall {d['_run']['wall_s']} s verdict {d.get('verdict')} "
              f"reasons {d.get('reasons')}" for d in docs]  # fmt: skip
     figures: dict[str, list[float]] = {}
-    for d in spread_runs:
+    for d in measured:  # every run for the figures; the soak's only over the equal (shorter) soaks
         for name, fig in d["gpus"][0]["figures"].items():
-            if fig.get("status") == "ok":
+            if fig.get("status") == "ok" and not (name.startswith("soak") and d["_run"]["label"] == "default"):
                 figures.setdefault(name, []).append(fig["value"])
     lines.append(f"{'figure':18} {'n':>2} {'min':>10} {'median':>10} {'max':>10} {'max/min-1':>9}")
     for name, vals in figures.items():
