@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from accept_fakes import AcceptNvml, h200s
 
-from gpukit.fleet.telemetry import Sampler, health, health_faults, nvml_index_of_uuid
+from gpukit.fleet.telemetry import Sampler, health, health_faults, nvml_index_of_pci, nvml_index_of_uuid
 from gpukit.hardware import _nvml
 
 
@@ -33,6 +33,7 @@ def test_health_reads_ecc_repairs_power_and_clocks(nvml: AcceptNvml) -> None:
     assert h.ecc_enabled and h.ecc_corrected_volatile == 3 and h.ecc_uncorrected_volatile == 0
     assert (h.pcie_gen, h.pcie_width) == (5, 16)
     assert nvml_index_of_uuid("GPU-0001") == 1 and nvml_index_of_uuid("0000") == 0 and nvml_index_of_uuid("x") is None
+    assert nvml_index_of_pci(0, 0x11, 0) == 1 and nvml_index_of_pci(0, 0x99, 0) is None  # CUDA's PCI address
 
 
 def test_health_faults_name_what_changed_during_the_run(nvml: AcceptNvml) -> None:
