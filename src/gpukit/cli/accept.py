@@ -54,29 +54,36 @@ def _num(value: float | None) -> str:
 
 
 def _ratio(value: float | None) -> str:
-    return render.fmt(None if value is None else 100.0 * value, ".1f", "%")
+    return render.fmt(None if value is None else 100.0 * value, ".1f", "%").replace(" %", "%")
+
+
+def _short(name: str) -> str:
+    return name.removesuffix("_tflops").removesuffix("_gbps")
 
 
 def _figure_row(name: str, f: Figure) -> list[str]:
     if f.status != "ok":
-        return [name, f"[red]{f.status}[/]", "", "", "", "", "", render.escape(f.reason or "")]
-    gate = f"{_num(f.dcgm_gate)} {f.unit}" if f.dcgm_gate is not None else "—"
-    flags = ", ".join(f.flags) if f.flags else "[green]ok[/]"
-    return [name, _num(f.value), f.unit, _ratio(f.vs_reference), _ratio(f.vs_node), _ratio(f.vs_fleet),
-            gate, flags]  # fmt: skip
+        return [_short(name), f"[red]{f.status}[/]", "", "", "", "", ""]
+    gate = _num(f.dcgm_gate) if f.dcgm_gate is not None else "—"
+    flags = ", ".join(flag.removeprefix("slow_vs_") for flag in f.flags) if f.flags else "[green]ok[/]"
+    return [_short(name), f"{_num(f.value)} {f.unit}", _ratio(f.vs_reference), _ratio(f.vs_node),
+            _ratio(f.vs_fleet), gate, flags]  # fmt: skip
 
 
 def _print_gpu(g: GpuAcceptance) -> None:
-    columns = ["figure", "value", "unit", "vs ref", "vs node", "vs fleet", "DCGM L3 gate", "flags"]
+    columns = ["figure", "value", "÷ ref", "÷ node", "÷ fleet", "DCGM L3", "slow vs"]
     rows = [_figure_row(n, f) for n, f in g.figures.items()]
     title = f"GPU {g.index} {g.model} {g.uuid or ''} — {_MARK.get(g.verdict, g.verdict)}"
-    render.console.print(render.table(columns, rows, title=title, justify=["left"] + ["right"] * 6 + ["left"]))
+    render.console.print(render.table(columns, rows, title=title, justify=["left"] + ["right"] * 5 + ["left"]))
     notes: dict[str, list[str]] = {}
     for n, f in g.figures.items():
         if f.dcgm_note:
-            notes.setdefault(f.dcgm_note, []).append(n)
+            notes.setdefault(f.dcgm_note, []).append(_short(n))
     for note, names in notes.items():
-        render.console.print(f"[dim]  DCGM beside {', '.join(names)}: {render.escape(note)}[/]")
+        render.console.print(f"[dim]  DCGM L3 beside {', '.join(names)}: {render.escape(note)}[/]")
+    for n, f in g.figures.items():
+        if f.status != "ok":
+            render.console.print(f"  [red]{n} {f.status}:[/] {render.escape(f.reason or '')}")
     s = g.soak
     if s is not None and s.trace:
         rates = sorted(p.tflops for p in s.trace)
@@ -117,6 +124,7 @@ def accept(
     prom_textfile: Path = typer.Option(None, "--prom-textfile", help=PROM_HELP),
     device: str = typer.Option("cuda", "--device", help="cuda (every GPU), or cpu: every part but the GPU figures."),
     no_save: bool = typer.Option(False, "--no-save", help="Do not record this acceptance in the history."),
+    no_node_checks: bool = typer.Option(False, "--no-node-checks", help="Leave out the p2p matrix and all-reduce."),
 ) -> int:
     """Accept this node: GEMM, HBM and PCIe figures per GPU, NVML health, a soak, p2p and all-reduce; each figure
     checked and judged against the model's reference, the node's GPUs and the fleet."""
@@ -124,7 +132,7 @@ def accept(
     from gpukit.fleet.prom import check_textfile_dir, write_textfile
     from gpukit.hardware.identity import node_name
 
-    settings = AcceptSettings(soak_s=soak_s, device=device, node=node)
+    settings = AcceptSettings(soak_s=soak_s, device=device, node=node, node_checks=not no_node_checks)
     if prom_textfile is not None:
         check_textfile_dir(prom_textfile)
     history = None if no_save and db is None else _open(db, node)

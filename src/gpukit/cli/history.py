@@ -147,23 +147,40 @@ def list_runs(
 
 
 def import_run(
-    file: Path = typer.Argument(..., help="The JSON file gpukit wrote when it could not save to the history."),
+    source: str = typer.Argument(..., help="A JSON file gpukit wrote when it could not save, or a whole store."),
     db: str = db_option(),
     as_json: bool = typer.Option(False, "--json", help="Print what was imported as JSON."),
 ) -> int:
-    """Bring a run (or plan validation, load test or acceptance) that could not be saved into the history: a file
-    store or a PostgreSQL one. The record keeps the node that measured it."""
+    """Bring into the history (a file store or a PostgreSQL one) a record that could not be saved — a run, plan
+    validation, load test or acceptance, kept under the node that measured it — or everything of another store
+    (an SQLite file or a postgresql:// URL) not imported before."""
     from gpukit.history import import_file, open_history
+    from gpukit.history.transfer import import_store, is_store
 
+    if is_store(source):
+        from gpukit.errors import ConfigError, StoreError
+
+        with open_history(source, create=False) as src, open_history(db) as history:
+            try:
+                copied = import_store(history, src)
+            except StoreError as exc:  # the target refused a write: nothing of the import is kept there
+                raise ConfigError(f"{exc.message}; nothing was imported", hint=exc.hint) from exc
+            where, origin = history.location, src.location
+        if as_json:
+            render.print_json({"db": where, "source": origin, "copied": copied})
+        else:
+            counts = ", ".join(f"{n} {table.replace('_', ' ')}" for table, n in copied.items())
+            render.console.print(f"imported from {origin} into {where}: {counts}", soft_wrap=True)
+        return 0
     with open_history(db) as history:
-        kind, new_id = import_file(history, file)
+        kind, new_id = import_file(history, Path(source))
         path = history.location
     if as_json:
-        render.print_json({"db": path, "kind": kind, "id": new_id, "file": str(file)})
+        render.print_json({"db": path, "kind": kind, "id": new_id, "file": source})
     else:
         what = {"bench_run": "run", "plan_validation": "plan validation", "loadtest": "load test",
                 "acceptance": "acceptance"}[kind]  # fmt: skip
-        render.console.print(f"imported {file} into {path} as {what} {new_id}", soft_wrap=True)
+        render.console.print(f"imported {source} into {path} as {what} {new_id}", soft_wrap=True)
     return 0
 
 

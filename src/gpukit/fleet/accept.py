@@ -35,7 +35,7 @@ from gpukit.fleet.accept_reference import reference_for
 from gpukit.fleet.record import Acceptance, Figure, GpuAcceptance, Soak
 from gpukit.fleet.soak import run_soak
 from gpukit.fleet.stats import Thresholds
-from gpukit.fleet.telemetry import Health, Sampler, health, health_faults, nvml_index_of_uuid
+from gpukit.fleet.telemetry import Health, Sampler, health, health_faults, nvml_index_of_pci, nvml_index_of_uuid
 
 __all__ = ["AcceptSettings", "discover", "run_accept"]
 
@@ -92,6 +92,9 @@ def discover(device: str) -> list[Target]:
         props = torch.cuda.get_device_properties(i)
         uuid = f"GPU-{props.uuid}" if getattr(props, "uuid", None) else None
         nvml = nvml_index_of_uuid(uuid)
+        pci: list[int] = [getattr(props, f"pci_{k}_id", -1) for k in ("domain", "bus", "device")]
+        if nvml is None and min(pci) >= 0:  # NVML and CUDA spell the UUID differently
+            nvml = nvml_index_of_pci(*pci)
         h = health(nvml) if nvml is not None else None
         out.append(Target(i, i, nvml, uuid, (h.name if h else None) or props.name, h.serial if h else None))
     return out

@@ -158,10 +158,9 @@ def plausibility(rows: list[Result], target: Target) -> None:
     if spec is not None:
         ceilings.spec_name, ceilings.spec_bandwidth_gbps = spec.name, spec.bandwidth_gbps
         ceilings.spec_tflops = dict(spec.tflops)
-    for r in rows:
-        if r.ok and r.workload == "bandwidth" and r.backend in ("torch-cuda", "torch-cpu"):
-            field = "d2d_copy_gbps" if r.device == "cuda" else "cpu_mem_gbps"
-            setattr(ceilings, field, r.gbps)
+    for r in rows:  # the HBM copy bounds the triad (one copy is a firm ceiling on a GPU; a shared CPU's is not)
+        if r.ok and r.workload == "bandwidth" and r.backend == "torch-cuda":
+            ceilings.d2d_copy_gbps = r.gbps
     analyse(rows, ceilings, {})
 
 

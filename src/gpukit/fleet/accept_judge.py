@@ -49,8 +49,8 @@ def _judge_figure(name: str, fig: Figure, peers: list[float] | None, fleet: list
     if fig.status != "ok" or fig.value is None:
         return []
     ref = reference.value(name) if reference is not None else None
-    spread = reference.spread(name) if reference is not None else None
-    j = judge_figure(fig.value, fig.higher_is_better, peers=peers, fleet=fleet, reference=ref, spread=spread,
+    sigma = reference.sigma(name) if reference is not None else None  # the noise measured with the reference
+    j = judge_figure(fig.value, fig.higher_is_better, peers=peers, fleet=fleet, reference=ref, sigma=sigma,
                      thresholds=thresholds)  # fmt: skip
     for key, value in j.fields().items():
         if key == "flags":

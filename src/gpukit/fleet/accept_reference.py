@@ -40,6 +40,16 @@ class Reference:
         v = (self.figures.get(name) or {}).get("spread")
         return float(v) if isinstance(v, int | float) else None
 
+    def sigma(self, name: str) -> float | None:
+        """The figure's relative noise σ from its spread over the runs it was measured in (``fleet.stats``)."""
+        from gpukit.fleet.stats import sigma_from_spread
+
+        spread = self.spread(name)
+        runs = (self.figures.get(name) or {}).get("runs") or self.runs
+        if spread is None or not isinstance(runs, int) or runs < 2:
+            return None
+        return sigma_from_spread(spread, runs)
+
     def header(self) -> dict[str, Any]:
         """What the acceptance document records of it (``record.Acceptance.reference``)."""
         return {"model": self.model, "source": self.source, "date": self.date, "runs": self.runs}

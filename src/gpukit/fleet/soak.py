@@ -26,7 +26,7 @@ from gpukit.fleet.accept_figures import FigurePlan, Measurer, Target
 from gpukit.fleet.record import Soak, SoakPoint
 from gpukit.fleet.telemetry import Sampler
 
-__all__ = ["SAG_LIMIT", "attribute", "run_soak", "sag_of", "sample_windows", "soak_settings"]
+__all__ = ["SAG_LIMIT", "attribute", "run_soak", "sag_of", "sample_windows", "soak_from_row", "soak_settings"]
 
 SAG_LIMIT = 0.03
 SAMPLE_S = 1.0
@@ -89,7 +89,7 @@ def _point(t_s: float, tflops: float, samples: list[dict[str, Any]]) -> SoakPoin
     reasons: list[str] = []
     for s in samples:
         reasons += [r for r in s.get("throttle_reasons") or [] if r != "gpu_idle" and r not in reasons]
-    return SoakPoint(round(t_s, 3), round(tflops, 3), median(clocks) if clocks else None,
+    return SoakPoint(round(t_s, 3), float(f"{tflops:.5g}"), median(clocks) if clocks else None,
                      max(power) if power else None, max(temps) if temps else None, reasons)  # fmt: skip
 
 
@@ -102,7 +102,7 @@ def _trace(row: Result, windows: list[tuple[float, float]], sampler: Sampler | N
         if sampler is not None and nvml is not None:
             a, b = start - sampler.t0, end - sampler.t0
             near = sampler.samples_of(nvml, a, b) or sampler.samples_of(nvml, a - 0.5, b + 0.5)
-        points.append(_point(end - t0, flops / t / 1e12, near))
+        points.append(_point(end - t0, flops / t / 1e12 if t > 0 else 0.0, near))
     return points
 
 
@@ -110,23 +110,30 @@ def run_soak(measurer: Measurer, plan: FigurePlan, target: Target, soak_s: float
              sampler: Sampler | None) -> tuple[Soak, Result]:  # fmt: skip
     """Run the soak on ``target``: the :class:`Soak` (trace, sag, flags) and the bench row it came from."""
     calls: list[float] = []
-    base = measurer.workload(plan.workload)
-    workload = _recording(base, plan.impl, calls)
+    workload = _recording(measurer.workload(plan.workload), plan.impl, calls)
     settings = soak_settings(soak_s, call_s, measurer.settings)
     row = measurer.measure(plan, target, settings, workload=workload)
+    return soak_from_row(row, calls, settings.warmup, sampler, target.nvml_index), row
+
+
+def soak_from_row(row: Result, calls: list[float], warmup: int, sampler: Sampler | None,
+                  nvml_index: int | None) -> Soak:  # fmt: skip
+    """The soak's trace, sag and flags from its bench row and the host times of its calls."""
     soak = Soak(duration_s=0.0, status=row.status, reason=row.reason)
-    if not row.ok:
-        return soak, row
-    windows = sample_windows(calls, row, settings.warmup)
-    if windows is None:  # never expected: fall back to back-to-back samples from the first timed call
-        t, windows = calls[2], []
+    if not row.ok or not row.samples_s:
+        return soak
+    windows = sample_windows(calls, row, warmup)
+    if windows is None:  # never expected from the harness: back-to-back samples ending at the last call
+        end = calls[-1] if calls else time.perf_counter()
+        t = end - sum(row.samples_s) * row.inner
+        windows = []
         for s in row.samples_s:
             windows.append((t, t + s * row.inner))
             t += s * row.inner
-    soak.trace = _trace(row, windows, sampler, target.nvml_index, windows[0][0])
+    soak.trace = _trace(row, windows, sampler, nvml_index, windows[0][0])
     soak.duration_s = round(windows[-1][1] - windows[0][0], 3)
     _judge_sag(soak)
-    return soak, row
+    return soak
 
 
 def _judge_sag(soak: Soak) -> None:

@@ -115,6 +115,7 @@ class Store:
         self._identity: dict[str, Any] | None = None
         self.version = 0  # the store's schema version once open (0: no store yet); a reader may see an older one
         self._db: Db | None = None
+        self._in_write = False
 
     # --- opening and validation ---
 
@@ -222,17 +223,23 @@ class Store:
     @contextmanager
     def _writing(self) -> Iterator[Db]:
         """One transaction; any failure → StoreError, nothing of it kept (the caller keeps the record, see
-        write_fallback)."""
+        write_fallback). Inside another ``_writing`` it joins that one (an import is all or nothing)."""
         if self._db is None:
             raise StoreError(
                 f"the results history {self.location} was opened read-only", hint="open it with create=True"
             )
+        if self._in_write:
+            yield self._db
+            return
+        self._in_write = True
         try:
             with self._db.transaction():
                 yield self._db
         except DbFailure as f:
             hint = _HINTS.get(f.kind, _HINT)
             raise StoreError(f"cannot write the results history {self.location}: {f}", hint=hint) from f
+        finally:
+            self._in_write = False
 
     def _has(self, db: Db | None, *names: str) -> bool:
         return db is not None and set(names) <= db.tables()

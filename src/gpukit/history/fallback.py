@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -100,8 +100,13 @@ def save_or_keep(
 ) -> tuple[int | None, Path | None, StoreError | None]:
     """Save ``record`` (a ``kind`` of :data:`KINDS`); when the store refuses it, keep it in a fallback file.
     Returns (new id, None, None), or (None, the file kept, the store's error) — nothing half-written either way."""
-    save = {"bench_run": history.save_run, "plan_validation": history.save_validation,
-            "loadtest": history.save_loadtest, "acceptance": history.save_acceptance}[kind]  # fmt: skip
+    savers: dict[str, Callable[[Mapping[str, Any]], int]] = {
+        "bench_run": history.save_run,
+        "plan_validation": history.save_validation,
+        "loadtest": history.save_loadtest,
+        "acceptance": history.save_acceptance,
+    }
+    save = savers[kind]
     try:
         return save(record), None, None
     except StoreError as exc:

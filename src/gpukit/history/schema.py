@@ -9,6 +9,8 @@ anything. ``{pk}`` and ``{real}`` are the only words the backends spell differen
 
 from __future__ import annotations
 
+import uuid
+
 from gpukit.history.dialect import Db
 
 __all__ = ["GPUKIT_TABLES", "SCHEMA_VERSION", "migrate", "read_version"]
@@ -108,3 +110,5 @@ def migrate(db: Db, version: int) -> None:
         " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         (str(SCHEMA_VERSION),),
     )
+    # who this store is, for `history import` from it into another store (what was copied is kept there by this id)
+    db.execute("INSERT INTO meta(key, value) VALUES ('store_id', ?) ON CONFLICT(key) DO NOTHING", (uuid.uuid4().hex,))

@@ -182,14 +182,15 @@ class History(Store):
 
     # --- plan validations ---
 
-    def save_validation(self, record: Mapping[str, Any]) -> int:
-        """One `plan --measure` predicted/measured pair."""
+    def save_validation(self, record: Mapping[str, Any], *, created_at: float | None = None) -> int:
+        """One `plan --measure` predicted/measured pair (``created_at``: Unix seconds, default now)."""
+        created = time.time() if created_at is None else created_at
         with self._writing() as db:
             return db.insert(
                 "INSERT INTO plan_validations (created_at, host, device, model, task, predicted_allocated_bytes,"
                 " measured_allocated_bytes, predicted_time_s, measured_time_s, record_json)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (time.time(), socket.gethostname(), record.get("device"), record.get("model"), record.get("task"),
+                (created, socket.gethostname(), record.get("device"), record.get("model"), record.get("task"),
                  record.get("predicted_allocated_bytes"), record.get("measured_allocated_bytes"),
                  record.get("predicted_time_s"), record.get("measured_time_s"), dumps(record)),
             )  # fmt: skip
@@ -200,12 +201,13 @@ class History(Store):
 
     # --- load tests (gpukit loadtest) ---
 
-    def save_loadtest(self, record: Mapping[str, Any]) -> int:
-        """One load-test result (a JSON-serialisable dict), stored with its time and ``record["url"]``."""
+    def save_loadtest(self, record: Mapping[str, Any], *, created_at: str | None = None) -> int:
+        """One load-test result (a JSON-serialisable dict), stored with its time (``created_at``, ISO 8601 UTC,
+        default now) and ``record["url"]``."""
         with self._writing() as db:
             return db.insert(
                 "INSERT INTO loadtests (created_at, url, record_json) VALUES (?, ?, ?)",
-                (utc_now(), None if record.get("url") is None else str(record.get("url")), dumps(record)),
+                (created_at or utc_now(), None if record.get("url") is None else str(record.get("url")), dumps(record)),
             )
 
     def loadtests(self, limit: int | None = None) -> list[dict[str, Any]]:
@@ -214,9 +216,9 @@ class History(Store):
 
     # --- node acceptances (gpukit accept) ---
 
-    def save_acceptance(self, record: Mapping[str, Any]) -> int:
+    def save_acceptance(self, record: Mapping[str, Any], *, created_at: str | None = None) -> int:
         """One acceptance document (``gpukit accept --json``), whole, in one transaction; stamped with this node's
-        identity when it carries none. Returns its id."""
+        identity when it carries none. ``created_at``: ISO 8601 UTC, default now. Returns its id."""
         record = self.stamped(record)
         node = record["node"]
         name = str(node.get("name") or "").strip()
@@ -227,7 +229,7 @@ class History(Store):
                 "INSERT INTO acceptances (created_at, node, started_at, verdict, stack_key, record_json)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (
-                    utc_now(),
+                    created_at or utc_now(),
                     name,
                     record.get("started_at"),
                     record.get("verdict"),

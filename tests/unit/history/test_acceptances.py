@@ -60,3 +60,31 @@ def test_a_record_without_a_node_is_stamped_with_this_one(store_url: str) -> Non
         assert saved["node"]["name"] == "rack3-n07" and "stack_key" in saved["node"]
         with pytest.raises(ConfigError, match="names no node"):
             h.save_acceptance({**doc, "node": {"name": " "}})
+
+
+def _big_doc(node: str, k: int) -> dict[str, Any]:
+    """About the size `gpukit accept` writes for an 8-GPU node: 7 figures per GPU with telemetry, a 30 s soak trace."""
+    fig = {"value": 781.2, "unit": "TFLOP/s", "higher_is_better": True, "status": "ok", "rel_error": 0.002,
+           "telemetry": {"sm_clock_mhz": 1980, "power_w": 690.0, "temp_c": 61, "throttle_reasons": []}}  # fmt: skip
+    trace = [
+        {"t_s": float(t), "tflops": 770.0, "sm_clock_mhz": 1980, "power_w": 700.0, "temp_c": 60} for t in range(30)
+    ]
+    gpus = [{"index": i, "uuid": f"GPU-{node}-{i}", "verdict": "ok", "soak": {"trace": trace},
+             "figures": {f"figure_{j}": dict(fig) for j in range(7)}} for i in range(8)]  # fmt: skip
+    return {**_doc(node), "gpus": gpus, "seq": k}
+
+
+def test_latest_of_64_nodes_is_fast(store_url: str) -> None:
+    """`fleet status` reads the newest acceptance of every node: 64 nodes with a few runs each answer in well under
+    the 2 s the fleet has for everything (an indexed MAX(id) per node, then 64 documents)."""
+    import time
+
+    with open_history(store_url) as h:
+        for k in range(2):
+            for n in range(64):
+                h.save_acceptance(_big_doc(f"node-{n:02d}", k))
+        t0 = time.perf_counter()
+        latest = h.latest_acceptances()
+        elapsed = time.perf_counter() - t0
+    assert [(a["node"]["name"], a["seq"]) for a in latest] == [(f"node-{n:02d}", 1) for n in range(64)]
+    assert len(latest[0]["gpus"]) == 8 and elapsed < 0.5, elapsed
