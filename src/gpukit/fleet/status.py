@@ -137,7 +137,7 @@ class FleetStatus:
     """The fleet: a row per GPU, the figures seen (in order), the medians per group and what limits the view."""
 
     nodes: list[str]
-    figures: list[str]
+    figures: list[str]  # in the order the documents list them
     rows: list[GpuRow]
     groups: list[FigureGroup]
     thresholds: stats.Thresholds
@@ -268,14 +268,6 @@ def _peers(acc: Acceptance) -> dict[tuple[str, str], stats.Center]:
     return {k: stats.Center.of(v) for k, v in values.items()}
 
 
-def _figure_order(keys: Sequence[_Key]) -> list[str]:
-    from gpukit.fleet.record import FIGURES
-
-    names = {k[2] for k in keys}
-    known = [n for n in FIGURES if n in names]
-    return known + sorted(names - set(known))
-
-
 def fleet_status(
     records: Sequence[Mapping[str, Any]],
     *,
@@ -307,7 +299,7 @@ def fleet_status(
             rows.append(row)
     reasons = sorted({g.reason for g in groups.values() if g.reason})
     names = sorted({str(a.node.get("name")) for a in accs})
-    return FleetStatus(names, _figure_order(list(sample)), rows, list(groups.values()), t, reasons)
+    return FleetStatus(names, list(dict.fromkeys(k[2] for k in sample)), rows, list(groups.values()), t, reasons)
 
 
 def load_latest(db: str | Path | None) -> tuple[list[dict[str, Any]], str]:
