@@ -66,7 +66,9 @@ def test_fleet_report_renders_in_headless_chromium(run_cli, tmp_path: Path) -> N
     assert all(w >= 500 for w in status["widths"])
     captions = dict(status["captions"])
     assert "12 nodes × 7 figures" in captions["plot-heatmap"]
-    assert "2 flagged GPUs' soak traces" in captions["plot-soak"]
+    assert (
+        "2 flagged GPUs' soak traces; × a second with a throttle reason: hw_thermal_slowdown" in captions["plot-soak"]
+    )
     assert "slow from" in captions["plot-dist-gemm_bf16_tflops"]
     assert status["height"] > 3000
     assert [ln for ln in proc.stderr.splitlines() if ":CONSOLE" in ln] == []

@@ -120,13 +120,19 @@ def distribution_plot(st: FleetStatus, figure: str) -> tuple[bytes, str]:
 
 
 def soak_plot(rows: list[GpuRow]) -> tuple[bytes, str]:
-    """The per-second soak throughput of flagged GPUs (at most SOAK_MAX_GPUS), one line each."""
+    """The per-second soak throughput of flagged GPUs (at most SOAK_MAX_GPUS), one line each; × on the seconds in
+    which NVML reported a throttle reason."""
     fig = _figure(7.5, 3.8)
     ax = fig.add_subplot()
     drawn = [r for r in rows if r.soak and r.soak.trace][:SOAK_MAX_GPUS]
-    for r in drawn:
+    throttled: set[str] = set()
+    for k, r in enumerate(drawn):
         assert r.soak is not None
-        ax.plot([p.t_s for p in r.soak.trace], [p.tflops for p in r.soak.trace], label=f"{r.node} GPU {r.gpu}")
+        trace = r.soak.trace
+        ax.plot([p.t_s for p in trace], [p.tflops for p in trace], color=f"C{k}", label=f"{r.node} GPU {r.gpu}")
+        hot = [p for p in trace if p.throttle_reasons]
+        ax.plot([p.t_s for p in hot], [p.tflops for p in hot], "x", color=f"C{k}", markersize=5)
+        throttled.update(reason for p in hot for reason in p.throttle_reasons)
     ax.set_xlabel("time into the soak (s)")
     ax.set_ylabel("GEMM TFLOP/s in that second")
     ax.set_title("Soak: sustained GEMM of the flagged GPUs", fontsize=10)
@@ -134,7 +140,10 @@ def soak_plot(rows: list[GpuRow]) -> tuple[bytes, str]:
     if drawn:
         ax.legend(fontsize=7)
     more = len([r for r in rows if r.soak and r.soak.trace]) - len(drawn)
-    return _png(fig), f"{len(drawn)} flagged GPUs' soak traces" + (f" ({more} more not drawn)" if more else "")
+    caption = f"{len(drawn)} flagged GPUs' soak traces" + (f" ({more} more not drawn)" if more else "")
+    if throttled:
+        caption += "; × a second with a throttle reason: " + ", ".join(sorted(throttled))
+    return _png(fig), caption
 
 
 def build_fleet_report(st: FleetStatus) -> FleetReport:

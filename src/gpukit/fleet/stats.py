@@ -78,9 +78,10 @@ def median(xs: Sequence[float]) -> float:
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
-def mad(xs: Sequence[float]) -> float:
-    """The raw median absolute deviation from the median (not scaled to σ: multiply by MAD_TO_SIGMA for that)."""
-    m = median(xs)
+def mad(xs: Sequence[float], med: float | None = None) -> float:
+    """The raw median absolute deviation from the median (not scaled to σ: multiply by MAD_TO_SIGMA for that);
+    ``med``: the median of ``xs`` when the caller has it already."""
+    m = median(xs) if med is None else med
     return median([abs(x - m) for x in xs])
 
 
@@ -152,7 +153,8 @@ class Center:
     def of(cls, values: Sequence[float]) -> Center:
         if not values:
             return cls(0, None, None)
-        return cls(len(values), median(values), mad(values))
+        med = median(values)
+        return cls(len(values), med, mad(values, med))
 
 
 def _sigma(spread: float | None, sigma: float | None, t: Thresholds) -> float | None:

@@ -137,7 +137,7 @@ class FleetStatus:
     """The fleet: a row per GPU, the figures seen (in order), the medians per group and what limits the view."""
 
     nodes: list[str]
-    figures: list[str]
+    figures: list[str]  # in the order the documents list them
     rows: list[GpuRow]
     groups: list[FigureGroup]
     thresholds: stats.Thresholds
@@ -239,7 +239,7 @@ def _group(key: _Key, values: list[float], n_nodes: int, fig: Figure, spreads: M
                        source, reason)  # fmt: skip
 
 
-def _cell(name: str, fig: Figure, peers: list[float], group: FigureGroup, t: stats.Thresholds) -> Cell:
+def _cell(name: str, fig: Figure, peers: stats.Center, group: FigureGroup, t: stats.Thresholds) -> Cell:
     if fig.status != "ok" or fig.value is None:
         flags = ["failed"] if fig.status == "failed" else []
         return Cell(name, fig.unit, fig.higher_is_better, fig.status, None, None, None, flags, fig.telemetry,
@@ -258,18 +258,14 @@ def _cell(name: str, fig: Figure, peers: list[float], group: FigureGroup, t: sta
     return Cell(name, fig.unit, fig.higher_is_better, "ok", fig.value, vs, mads, j.flags, fig.telemetry, None, j)
 
 
-def _peer_values(acc: Acceptance, model: str, name: str) -> list[float]:
-    """The node's values of one figure on its GPUs of one model (the GPU judged included)."""
-    figs = [g.figures.get(name) for g in acc.gpus if g.model == model]
-    return [f.value for f in figs if f is not None and f.status == "ok" and f.value is not None]
-
-
-def _figure_order(keys: Sequence[_Key]) -> list[str]:
-    from gpukit.fleet.record import FIGURES
-
-    names = {k[2] for k in keys}
-    known = [n for n in FIGURES if n in names]
-    return known + sorted(names - set(known))
+def _peers(acc: Acceptance) -> dict[tuple[str, str], stats.Center]:
+    """Per (model, figure), the node's values on its GPUs of that model (the GPU judged included), reduced once."""
+    values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for g in acc.gpus:
+        for name, f in g.figures.items():
+            if f.status == "ok" and f.value is not None:
+                values[(g.model, name)].append(f.value)
+    return {k: stats.Center.of(v) for k, v in values.items()}
 
 
 def fleet_status(
@@ -293,16 +289,17 @@ def fleet_status(
     rows = []
     for acc, rec_id in parsed:
         stack_key = str(acc.node.get("stack_key") or "-")
+        peers = _peers(acc)
         for g in acc.gpus:
             row = GpuRow(str(acc.node.get("name")), g.index, g.uuid, g.model, stack_key, rec_id, acc.started_at,
                          soak=g.soak)  # fmt: skip
             for name, fig in g.figures.items():
-                peers = _peer_values(acc, g.model, name)
-                row.cells[name] = _cell(name, fig, peers, groups[(g.model, stack_key, name)], t)
+                mine = peers.get((g.model, name), stats.Center(0, None, None))
+                row.cells[name] = _cell(name, fig, mine, groups[(g.model, stack_key, name)], t)
             rows.append(row)
     reasons = sorted({g.reason for g in groups.values() if g.reason})
     names = sorted({str(a.node.get("name")) for a in accs})
-    return FleetStatus(names, _figure_order(list(sample)), rows, list(groups.values()), t, reasons)
+    return FleetStatus(names, list(dict.fromkeys(k[2] for k in sample)), rows, list(groups.values()), t, reasons)
 
 
 def load_latest(db: str | Path | None) -> tuple[list[dict[str, Any]], str]:

@@ -72,12 +72,27 @@ def _soak(rng: random.Random, median: float, factor: float, seconds: int = 30) -
             "reason": None}  # fmt: skip
 
 
+def _health(index: int, power_limit_w: float) -> dict[str, Any]:
+    """An NVML snapshot as `accept` records it before and after the run (settings and readings)."""
+    return {"index": index, "reachable": True, "ecc_enabled": True, "ecc_corrected_volatile": 0,
+            "ecc_uncorrected_volatile": 0, "retired_pages_sbe": 0, "retired_pages_dbe": 0,
+            "remapped_rows_correctable": 0, "remapped_rows_uncorrectable": 0, "power_limit_w": power_limit_w,
+            "sm_clock_mhz": 345, "sm_clock_max_mhz": 1980, "mem_clock_mhz": 3201, "mem_clock_max_mhz": 3201,
+            "app_sm_clock_mhz": 1785, "temperature_c": 38, "pcie_gen": 5, "pcie_width": 16,
+            "throttle_reasons": []}  # fmt: skip
+
+
+def _samples(rng: random.Random, slow: bool, power_limit_w: float, seconds: int = 70) -> list[dict[str, Any]]:
+    """NVML sampled at 2 Hz over the run, as `accept` keeps it: what makes a real document large."""
+    return [{"t_s": i / 2, **_telemetry(rng, slow, power_limit_w), "mem_clock_mhz": 3201} for i in range(2 * seconds)]
+
+
 def _median(spec: Mapping[str, Any]) -> float:
     return float(spec["median"] if "median" in spec else spec["value"])  # a spread file or a shipped reference
 
 
 def _gpu(rng: random.Random, name: str, index: int, doc: Mapping[str, Any], slow: tuple[str, float] | None,
-         power_limit_w: float) -> dict[str, Any]:  # fmt: skip
+         power_limit_w: float, samples: bool) -> dict[str, Any]:  # fmt: skip
     figures = {}
     for fig, spec in doc["figures"].items():
         sigma = stats.sigma_from_spread(float(spec["spread"]), int(doc.get("runs", 10)))
@@ -92,16 +107,17 @@ def _gpu(rng: random.Random, name: str, index: int, doc: Mapping[str, Any], slow
     return {
         "index": index, "uuid": f"GPU-{name}-{index}", "serial": f"S{name}{index}", "model": doc["model"],
         "figures": figures, "soak": _soak(rng, _median(doc["figures"]["soak_gemm_tflops"]), factor),
-        "telemetry": {"before": {"power_limit_w": power_limit_w, "sm_clock_max_mhz": 1980, "mem_clock_max_mhz": 3201},
-                      "after": {}, "samples": []},
+        "telemetry": {"before": _health(index, power_limit_w), "after": _health(index, power_limit_w),
+                      "samples": _samples(rng, factor < 1.0, power_limit_w) if samples else []},
         "verdict": "ok", "reasons": [],
     }  # fmt: skip
 
 
 def acceptance(name: str, gpus: int = 8, *, seed: int = 0, slowed: Mapping[int, tuple[str, float]] | None = None,
                doc: Mapping[str, Any] | None = None, driver: str = DRIVER, power_limit_w: float = 700.0,
-               started_at: str = "2026-12-01T20:00:00Z") -> dict[str, Any]:  # fmt: skip
-    """One node's acceptance document; ``slowed`` maps a GPU index to (figure, fraction slower)."""
+               started_at: str = "2026-12-01T20:00:00Z", samples: bool = True) -> dict[str, Any]:  # fmt: skip
+    """One node's acceptance document; ``slowed`` maps a GPU index to (figure, fraction slower). ``samples``: NVML
+    sampled over the run, as a real document has (the detection test, which never reads them, leaves them out)."""
     doc = doc or load_spread()
     rng = random.Random(f"{seed}-{name}")
     slowed = slowed or {}
@@ -110,19 +126,19 @@ def acceptance(name: str, gpus: int = 8, *, seed: int = 0, slowed: Mapping[int, 
         "node": _identity(name, gpus, driver), "device": "cuda",
         "settings": {"soak_s": 30.0, "slow_vs_peers": 0.05, "slow_vs_reference": 0.10},
         "reference": {"model": doc["model"], "source": "tests/fixtures/fleet/h200_spread.json", "date": "2026-12-01"},
-        "gpus": [_gpu(rng, name, i, doc, slowed.get(i), power_limit_w) for i in range(gpus)],
+        "gpus": [_gpu(rng, name, i, doc, slowed.get(i), power_limit_w, samples) for i in range(gpus)],
         "node_checks": {"p2p": None, "allreduce": None}, "verdict": "ok", "reasons": [],
     }  # fmt: skip
 
 
 def fleet(nodes: int = 64, gpus: int = 8, *, seed: int = 0,
           slowed: Mapping[tuple[int, int], tuple[str, float]] | None = None,
-          doc: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+          doc: Mapping[str, Any] | None = None, samples: bool = True) -> list[dict[str, Any]]:  # fmt: skip
     """``nodes`` acceptance documents (node-000 …); ``slowed`` maps (node, gpu) to (figure, fraction slower)."""
     doc = doc or load_spread()
     slowed = slowed or {}
     out = []
     for n in range(nodes):
         mine = {g: s for (nn, g), s in slowed.items() if nn == n}
-        out.append(acceptance(f"node-{n:03d}", gpus, seed=seed, slowed=mine, doc=doc))
+        out.append(acceptance(f"node-{n:03d}", gpus, seed=seed, slowed=mine, doc=doc, samples=samples))
     return out

@@ -55,3 +55,38 @@ def test_annotate_writes_the_fleet_figures_into_copies_of_the_documents() -> Non
     assert fig["fleet_median"] == pytest.approx(760.0, rel=0.01) and fig["fleet_mads"] < -5
     assert docs[1]["gpus"][1]["verdict"] == "slow" and docs[1]["verdict"] == "slow" and docs[0]["verdict"] == "ok"
     assert recs[1]["gpus"][1]["figures"]["gemm_bf16_tflops"]["flags"] == []  # the inputs are left as they were
+
+
+REAL = Path(__file__).resolve().parents[2] / "fixtures" / "fleet" / "accept_cpu_node.json"
+
+
+def _copies(scale: dict[str, float]) -> list[dict]:
+    """Five nodes made from one real `gpukit accept --device cpu` document (tests/fixtures/fleet), values scaled."""
+    import copy
+    import json
+
+    base = json.loads(REAL.read_text(encoding="utf-8"))
+    out = []
+    for i, jitter in enumerate((1.0, 1.003, 0.998, 1.001, 0.999)):
+        doc = copy.deepcopy(base)
+        doc["node"]["name"] = f"cpu-{i}"
+        for name, fig in doc["gpus"][0]["figures"].items():
+            fig["value"] *= jitter * scale.get(f"cpu-{i}/{name}", 1.0)
+        out.append(doc)
+    return out
+
+
+def test_a_real_accept_document_goes_through_status_and_the_exporter() -> None:
+    from gpukit.fleet.prom import render
+
+    recs = _copies({"cpu-3/mem_copy_gbps": 0.90})
+    st = fleet_status(recs)
+    assert st.figures == ["gemm_fp32_tflops", "mem_copy_gbps", "mem_triad_gbps", "soak_gemm_tflops"]  # as accept
+    assert [(r.node, r.verdict) for r in st.flagged] == [("cpu-3", "slow")]
+    cell = next(r for r in st.rows if r.node == "cpu-3").cells["mem_copy_gbps"]
+    assert cell.flags == ["slow_vs_fleet"] and cell.vs_fleet == pytest.approx(0.90, abs=0.005)
+    # no shipped reference and five values: the line is the bare 5 % threshold, and a note says so
+    group = st.group("AMD EPYC", "drv- cuda- torch2.14.1 gpukit0.1", "mem_copy_gbps")
+    assert group is not None and group.sigma is None and group.sigma_source == "none"
+    text = render(annotate(recs, st))
+    assert 'gpukit_accept_figure_flagged{node="cpu-3",gpu="0",uuid="",model="AMD EPYC",figure="mem_copy"} 1.0' in text
