@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -47,7 +48,7 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(query=query))
 
 
-class Db:
+class Db(ABC):
     """One open connection. Subclasses say how their driver differs."""
 
     name = "db"
@@ -75,20 +76,18 @@ class Db:
         rows = self.execute(query + " RETURNING id", params).fetchall()
         return int(rows[0][0])
 
+    @abstractmethod
     def tables(self) -> set[str]:
-        raise NotImplementedError
+        """The tables of gpukit's schema (SQLite: the file; PostgreSQL: the current schema)."""
 
-    @contextmanager
-    def failures(self) -> Iterator[None]:
-        raise NotImplementedError
-        yield
+    @abstractmethod
+    def failures(self) -> AbstractContextManager[None]:
+        """A context in which a driver error becomes a :class:`DbFailure`."""
 
-    @contextmanager
-    def transaction(self, migrating: bool = False, commit: bool = True) -> Iterator[None]:
+    @abstractmethod
+    def transaction(self, migrating: bool = False, commit: bool = True) -> AbstractContextManager[None]:
         """One transaction holding the write lock (SQLite) or, when ``migrating``, the migration lock (PostgreSQL);
         rolled back on any error, and at its end when not ``commit``."""
-        raise NotImplementedError
-        yield
 
     def close(self) -> None:
         self.con.close()
@@ -169,7 +168,8 @@ class PostgresDb(Db):
         except psycopg.OperationalError as exc:
             text = str(exc).strip()
             auth = "password authentication failed" in text or "no password supplied" in text
-            raise DbFailure("credentials" if auth else "unreachable", text.splitlines()[0] if text else "") from exc
+            kind = "credentials" if auth else "nodb" if re.search(r'database "[^"]*" does not exist', text) else None
+            raise DbFailure(kind or "unreachable", text.splitlines()[0] if text else "") from exc
         except psycopg.Error as exc:
             raise DbFailure("unreachable", str(exc).strip()) from exc
         return cls(con, redact(url))
