@@ -33,7 +33,7 @@ def _load(db: str | None, *run_ids: int) -> list[Run]:
     from gpukit.history import open_history
 
     with open_history(db, create=False) as history:
-        return [run_from_saved(history.load_run(i), history.path) for i in run_ids]
+        return [run_from_saved(history.load_run(i), history.location) for i in run_ids]
 
 
 def _list(db: str | None, limit: int, as_json: bool, node: str | None = None) -> int:
