@@ -87,6 +87,7 @@ CREATE INDEX IF NOT EXISTS runs_node ON runs(node, id);
 
 _STEPS = (_V1, _V2, _V3)  # _STEPS[v] brings version v to v + 1
 
+
 def read_version(db: Db, names: set[str] | None = None) -> str | None:
     """The stamped version, or None when the store has no gpukit ``meta`` row."""
     if "meta" not in (db.tables() if names is None else names):
