@@ -43,7 +43,7 @@ def test_where_the_store_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
 
 
 def test_the_postgresql_tests_skip_here_but_fail_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
-    from conftest import PG_ENV, pg_admin_url
+    from pg_server import PG_ENV, pg_admin_url
 
     monkeypatch.delenv(PG_ENV, raising=False)
     monkeypatch.setenv("CI", "false")
