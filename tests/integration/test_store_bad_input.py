@@ -55,7 +55,11 @@ def pg_role(pg_url: str) -> Iterator[tuple[str, str]]:
 def test_a_server_that_cannot_be_reached(run_cli) -> None:
     url = "postgresql://gpukit:pw@127.0.0.1:1/fleet"  # nothing listens on port 1
     t0 = time.perf_counter()
-    _refused(run_cli(*TINY, "--db", url), "cannot reach the results store postgresql://gpukit@127.0.0.1:1/fleet", "server running")
+    _refused(
+        run_cli(*TINY, "--db", url),
+        "cannot reach the results store postgresql://gpukit@127.0.0.1:1/fleet",
+        "server running",
+    )
     assert time.perf_counter() - t0 < 5.0  # refused at once, before measuring
     _refused(run_cli("history", "list", "--db", url), "cannot reach")
     res = run_cli("history", "list", "--db", url)
@@ -181,6 +185,8 @@ def test_a_database_that_does_not_exist(run_cli, pg_url: str) -> None:
 
 def test_bad_urls_and_names(run_cli, tmp_path: Path) -> None:
     _refused(run_cli(*TINY, "--db", "postgresql://h:notaport/db"), "bad results store URL", "postgresql://USER")
-    _refused(run_cli(*TINY, "--db", str(tmp_path / "r.db"), "--node", " "), "bad node name", "--node NAME")
+    t0 = time.perf_counter()
+    _refused(run_cli("bench", "--quick", "--db", str(tmp_path / "r.db"), "--node", " "), "bad node name", "--node NAME")
+    assert time.perf_counter() - t0 < 2.0 and not (tmp_path / "r.db").exists()  # before measuring, nothing made
     with pytest.raises(ConfigError, match="cannot reach"):
         open_history("postgres://u@127.0.0.1:1/x?connect_timeout=1", create=False)
