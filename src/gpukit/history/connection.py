@@ -21,7 +21,7 @@ from gpukit.history.schema import SCHEMA_VERSION, migrate, read_version
 
 __all__ = ["BUSY_TIMEOUT_S", "Store", "damaged", "dumps", "json_or", "limit_clause", "loads", "refusal", "utc_now"]
 
-BUSY_TIMEOUT_S = 30.0  # how long a write waits for another gpukit's lock (sqlite's busy handler) before failing
+BUSY_TIMEOUT_S = 30.0  # how long a write to an SQLite file waits for its turn (another writer's lock) before failing
 _HINT = "pass --db PATH or --db postgresql://… (or set GPUKIT_DB) to use another store"
 _HINTS = {
     "unreachable": "is the server running, and are the host and port right? (gpukit waits 10 s; "
