@@ -7,9 +7,10 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+
+from pg_server import pg_admin_url, with_database
 
 # Never let a developer's own history or GPU selection leak into tests.
 os.environ.pop("GPUKIT_DB", None)
@@ -47,28 +48,7 @@ def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
     return _run
 
 
-# --- the shared store: a real PostgreSQL server ---
-# Named by GPUKIT_TEST_PG_URL (a role that may create databases and roles; .ci/run starts one and sets it). Without
-# it the PostgreSQL cases skip with the reason, except in CI (CI=true), where they fail: a store test that silently
-# skipped there would prove nothing.
-
-PG_ENV = "GPUKIT_TEST_PG_URL"
-
-
-def pg_admin_url() -> str:
-    """The test server's URL, or skip (fail in CI) with the reason."""
-    url = os.environ.get(PG_ENV)
-    if url:
-        return url
-    reason = f"{PG_ENV} is not set: no PostgreSQL server to test the shared store against (.ci/run starts one)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason + " — in CI these tests must run")
-    pytest.skip(reason)
-
-
-def with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+# --- the shared store: a real PostgreSQL server (tests/pg_server.py says where it comes from) ---
 
 
 @pytest.fixture

@@ -55,7 +55,11 @@ def pg_role(pg_url: str) -> Iterator[tuple[str, str]]:
 def test_a_server_that_cannot_be_reached(run_cli) -> None:
     url = "postgresql://gpukit:pw@127.0.0.1:1/fleet"  # nothing listens on port 1
     t0 = time.perf_counter()
-    _refused(run_cli(*TINY, "--db", url), "cannot reach postgresql://gpukit@127.0.0.1:1/fleet", "server running")
+    _refused(
+        run_cli(*TINY, "--db", url),
+        "cannot reach the results store postgresql://gpukit@127.0.0.1:1/fleet",
+        "server running",
+    )
     assert time.perf_counter() - t0 < 5.0  # refused at once, before measuring
     _refused(run_cli("history", "list", "--db", url), "cannot reach")
     res = run_cli("history", "list", "--db", url)
@@ -98,7 +102,7 @@ def test_a_role_that_may_only_read_is_refused_before_measuring(run_cli, pg_url: 
     open_history(pg_url).close()
     with _admin(pg_url) as con:  # type: ignore[attr-defined]
         con.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {name}")
-    _refused(run_cli(*TINY, "--db", url), "refuses writes to", "grant this user INSERT and UPDATE")
+    _refused(run_cli(*TINY, "--db", url), "refuses writes", "grant this user INSERT and UPDATE")
     listed = run_cli("history", "list", "--db", url, "--json")  # reading is fine
     assert listed.exit_code == 0 and json.loads(listed.stdout)["runs"] == []
 
@@ -158,9 +162,6 @@ def test_a_locked_sqlite_file_refuses_mid_save_and_keeps_the_record(tmp_path: Pa
 
 def test_bench_on_a_refusing_store_exits_2_after_its_report(run_cli, tmp_path: Path, monkeypatch) -> None:
     """A store that refuses the run at the save (a write lock held by another node past the busy timeout)."""
-    import gpukit.history.connection as connection
-
-    monkeypatch.setattr(connection, "BUSY_TIMEOUT_S", 0.2, raising=True)
     db = tmp_path / "r.db"
     open_history(db).close()
 
@@ -174,8 +175,15 @@ def test_bench_on_a_refusing_store_exits_2_after_its_report(run_cli, tmp_path: P
     assert json.loads(kept.read_text())["record"]["node"]["name"] == "n7"
 
 
+def test_a_database_that_does_not_exist(run_cli, pg_url: str) -> None:
+    missing = pg_url.rsplit("/", 1)[0] + "/no_such_fleet_db"
+    _refused(run_cli(*TINY, "--db", missing), "does not exist on that server", "createdb NAME")
+
+
 def test_bad_urls_and_names(run_cli, tmp_path: Path) -> None:
-    _refused(run_cli(*TINY, "--db", "postgresql://h:notaport/db"), "bad store URL", "postgresql://USER")
-    _refused(run_cli(*TINY, "--db", str(tmp_path / "r.db"), "--node", " "), "bad node name", "--node NAME")
+    _refused(run_cli(*TINY, "--db", "postgresql://h:notaport/db"), "bad results store URL", "postgresql://USER")
+    t0 = time.perf_counter()
+    _refused(run_cli("bench", "--quick", "--db", str(tmp_path / "r.db"), "--node", " "), "bad node name", "--node NAME")
+    assert time.perf_counter() - t0 < 2.0 and not (tmp_path / "r.db").exists()  # before measuring, nothing made
     with pytest.raises(ConfigError, match="cannot reach"):
         open_history("postgres://u@127.0.0.1:1/x?connect_timeout=1", create=False)

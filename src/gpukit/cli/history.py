@@ -33,7 +33,7 @@ def _load(db: str | None, *run_ids: int) -> list[Run]:
     from gpukit.history import open_history
 
     with open_history(db, create=False) as history:
-        return [run_from_saved(history.load_run(i), history.path) for i in run_ids]
+        return [run_from_saved(history.load_run(i), history.location) for i in run_ids]
 
 
 def _list(db: str | None, limit: int, as_json: bool, node: str | None = None) -> int:
@@ -51,7 +51,7 @@ def _list(db: str | None, limit: int, as_json: bool, node: str | None = None) ->
         [
             str(r.id),
             r.started_at.replace("T", " ").rstrip("Z")[2:16],  # "26-12-01 09:27": the table fits 80 columns
-            _clip(r.hostname or render.NA, 10),
+            _clip(r.node or r.hostname or render.NA, 10),  # the node's name in the store (--node), else its host
             _clip((r.gpu or "—").removeprefix("NVIDIA "), 10),
             _clip(" ".join(r.workloads) + (" (quick)" if r.quick else ""), 20),
             f"{r.n_ok}/{r.n_total}",
@@ -59,7 +59,7 @@ def _list(db: str | None, limit: int, as_json: bool, node: str | None = None) ->
         for r in runs
     ]
     render.console.print(
-        render.table(["id", "started (UTC)", "host", "GPU", "workloads", "ok"], rows, title=f"Runs in {store.location}")
+        render.table(["id", "started (UTC)", "node", "GPU", "workloads", "ok"], rows, title=f"Runs in {store.location}")
     )
     render.console.print("[dim]gpukit history show ID · gpukit history compare A B · --json for every field[/]")
     return 0

@@ -39,7 +39,7 @@ def report(
                     f"no runs in {history.location}", hint="run gpukit bench (or --sweep) first, or pass --db"
                 )
             run_id = runs[0].id
-        run = run_from_saved(history.load_run(run_id), history.path)
+        run = run_from_saved(history.load_run(run_id), history.location)
     built = build_report(run)
     out = output or Path(f"report.{fmt}")
     written = [out]

@@ -21,7 +21,7 @@ from gpukit.history.schema import SCHEMA_VERSION, migrate, read_version
 
 __all__ = ["BUSY_TIMEOUT_S", "Store", "damaged", "dumps", "json_or", "limit_clause", "loads", "refusal", "utc_now"]
 
-BUSY_TIMEOUT_S = 30.0  # how long a write waits for another gpukit's lock (sqlite's busy handler) before failing
+BUSY_TIMEOUT_S = 30.0  # how long a write to an SQLite file waits for its turn (another writer's lock) before failing
 _HINT = "pass --db PATH or --db postgresql://… (or set GPUKIT_DB) to use another store"
 _HINTS = {
     "unreachable": "is the server running, and are the host and port right? (gpukit waits 10 s; "
@@ -30,13 +30,15 @@ _HINTS = {
     "driver": "pip install 'gpukit[fleet]'",
     "url": "write it as postgresql://USER:PASSWORD@HOST:PORT/DATABASE",
     "readonly": "grant this user INSERT and UPDATE on the gpukit tables, or " + _HINT,
+    "nodb": "create it first (createdb NAME, or CREATE DATABASE NAME), or give one that exists",
 }
 _WHAT = {
-    "unreachable": "cannot reach",
-    "credentials": "refused the credentials for",
-    "driver": "cannot open",
-    "url": "bad store URL",
-    "readonly": "refuses writes to",
+    "unreachable": "cannot reach the results store {where}: {failure}",
+    "credentials": "the results store {where} refused the credentials: {failure}",
+    "driver": "cannot open the results store {where}: {failure}",
+    "url": "bad results store URL {where}: {failure}",
+    "readonly": "the results store {where} refuses writes: {failure}",
+    "nodb": "the results store {where} does not exist on that server: {failure}",
 }
 
 
@@ -58,7 +60,7 @@ def refusal(where: str, failure: DbFailure, doing: str, busy_timeout_s: float = 
     if kind == "damaged":
         return damaged(where, str(failure))
     if kind in _WHAT:
-        return ConfigError(f"the results store {_WHAT[kind]} {where}: {failure}", hint=_HINTS[kind])
+        return ConfigError(_WHAT[kind].format(where=where, failure=failure), hint=_HINTS[kind])
     return ConfigError(f"cannot {doing} the results history {where}: {failure}", hint=_HINT)
 
 

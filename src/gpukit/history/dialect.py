@@ -9,13 +9,21 @@ error and a hint. PostgreSQL goes through psycopg 3 (``pip install 'gpukit[fleet
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+try:
+    import fcntl  # POSIX: gpukit's writers of one SQLite file take turns (SqliteDb._turn)
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["URL_SCHEMES", "Db", "DbFailure", "PostgresDb", "SqliteDb", "is_url", "redact"]
 
@@ -47,7 +55,7 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(query=query))
 
 
-class Db:
+class Db(ABC):
     """One open connection. Subclasses say how their driver differs."""
 
     name = "db"
@@ -75,20 +83,18 @@ class Db:
         rows = self.execute(query + " RETURNING id", params).fetchall()
         return int(rows[0][0])
 
+    @abstractmethod
     def tables(self) -> set[str]:
-        raise NotImplementedError
+        """The tables of gpukit's schema (SQLite: the file; PostgreSQL: the current schema)."""
 
-    @contextmanager
-    def failures(self) -> Iterator[None]:
-        raise NotImplementedError
-        yield
+    @abstractmethod
+    def failures(self) -> AbstractContextManager[None]:
+        """A context in which a driver error becomes a :class:`DbFailure`."""
 
-    @contextmanager
-    def transaction(self, migrating: bool = False, commit: bool = True) -> Iterator[None]:
+    @abstractmethod
+    def transaction(self, migrating: bool = False, commit: bool = True) -> AbstractContextManager[None]:
         """One transaction holding the write lock (SQLite) or, when ``migrating``, the migration lock (PostgreSQL);
         rolled back on any error, and at its end when not ``commit``."""
-        raise NotImplementedError
-        yield
 
     def close(self) -> None:
         self.con.close()
@@ -99,6 +105,8 @@ class SqliteDb(Db):
     pk = "INTEGER PRIMARY KEY AUTOINCREMENT"
     real = "REAL"
 
+    busy_timeout_s = 30.0
+
     @classmethod
     def connect(cls, path: Path, busy_timeout_s: float) -> SqliteDb:
         try:
@@ -106,6 +114,7 @@ class SqliteDb(Db):
         except sqlite3.Error as exc:
             raise DbFailure("other", str(exc)) from exc
         db = cls(con, str(path))
+        db.busy_timeout_s = busy_timeout_s
         try:
             db.execute("PRAGMA foreign_keys = ON")
         except DbFailure:
@@ -131,15 +140,45 @@ class SqliteDb(Db):
             raise DbFailure("other", str(exc)) from exc
 
     @contextmanager
-    def transaction(self, migrating: bool = False, commit: bool = True) -> Iterator[None]:
-        self.execute("BEGIN IMMEDIATE")  # the write lock now (waiting up to the busy timeout), not at the commit
+    def _turn(self) -> Iterator[float]:
+        """gpukit's writers to one file take turns: an flock on ``<file>.lock``, tried every millisecond until the
+        busy timeout. SQLite's own busy handler backs off up to 100 ms between tries, so under many writers one of
+        them can lose every race for longer than the timeout (16 writers x 100 saves did); a short, even poll
+        gives each waiter a fair chance. Yields the seconds left of the timeout. A folder where the lock file
+        cannot be made (read-only) leaves SQLite's lock alone to decide."""
+        deadline = time.monotonic() + self.busy_timeout_s
         try:
-            yield
-        except BaseException:
-            if self.con.in_transaction:
-                self.con.rollback()
-            raise
-        self.execute("COMMIT" if commit else "ROLLBACK")
+            fd = os.open(f"{self.location}.lock", os.O_RDWR | os.O_CREAT, 0o644) if fcntl is not None else -1
+        except OSError:
+            fd = -1
+        if fd < 0:
+            yield self.busy_timeout_s
+            return
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise DbFailure("locked", "database is locked") from None
+                    time.sleep(0.001)
+            yield max(deadline - time.monotonic(), 0.0)
+        finally:
+            os.close(fd)  # releases the flock
+
+    @contextmanager
+    def transaction(self, migrating: bool = False, commit: bool = True) -> Iterator[None]:
+        with self._turn() as left_s:
+            self.execute(f"PRAGMA busy_timeout = {int(left_s * 1000)}")  # a writer outside gpukit's turns
+            self.execute("BEGIN IMMEDIATE")  # the write lock now (waiting up to the busy timeout), not at the commit
+            try:
+                yield
+            except BaseException:
+                if self.con.in_transaction:
+                    self.con.rollback()
+                raise
+            self.execute("COMMIT" if commit else "ROLLBACK")
 
 
 class PostgresDb(Db):
@@ -169,7 +208,8 @@ class PostgresDb(Db):
         except psycopg.OperationalError as exc:
             text = str(exc).strip()
             auth = "password authentication failed" in text or "no password supplied" in text
-            raise DbFailure("credentials" if auth else "unreachable", text.splitlines()[0] if text else "") from exc
+            kind = "credentials" if auth else "nodb" if re.search(r'database "[^"]*" does not exist', text) else None
+            raise DbFailure(kind or "unreachable", text.splitlines()[0] if text else "") from exc
         except psycopg.Error as exc:
             raise DbFailure("unreachable", str(exc).strip()) from exc
         return cls(con, redact(url))

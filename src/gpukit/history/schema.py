@@ -13,7 +13,7 @@ import uuid
 
 from gpukit.history.dialect import Db
 
-__all__ = ["GPUKIT_TABLES", "SCHEMA_VERSION", "migrate", "read_version"]
+__all__ = ["SCHEMA_VERSION", "migrate", "read_version"]
 
 SCHEMA_VERSION = 3
 
@@ -86,8 +86,6 @@ CREATE INDEX IF NOT EXISTS runs_node ON runs(node, id);
 """
 
 _STEPS = (_V1, _V2, _V3)  # _STEPS[v] brings version v to v + 1
-
-GPUKIT_TABLES = frozenset({"meta", "runs", "results", "plan_validations", "loadtests", "acceptances"})
 
 
 def read_version(db: Db, names: set[str] | None = None) -> str | None:

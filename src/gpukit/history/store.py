@@ -54,6 +54,9 @@ def open_history(
     tables on the server) when missing and ``create``. With ``create=False`` a missing store is an empty history and
     nothing is created. ``node`` overrides the node name saved with each run (``--node``). Raises ConfigError
     (error + hint) for a store that cannot be a writable gpukit history."""
+    from gpukit.hardware.identity import node_name
+
+    node_name(node)  # a bad --node or $GPUKIT_NODE is refused now, not after the run it would have been saved with
     h = History(resolve_db(db), busy_timeout_s, node=node)
     h._open(create)
     return h

@@ -40,3 +40,17 @@ def test_where_the_store_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     assert resolve_db("postgres://other/db") == "postgres://other/db"  # --db wins over GPUKIT_DB
     monkeypatch.setenv("GPUKIT_DB", str(tmp_path / "z.db"))
     assert resolve_db(None) == tmp_path / "z.db"
+
+
+def test_the_postgresql_tests_skip_here_but_fail_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pg_server import PG_ENV, pg_admin_url
+
+    monkeypatch.delenv(PG_ENV, raising=False)
+    monkeypatch.setenv("CI", "false")
+    with pytest.raises(pytest.skip.Exception, match="no PostgreSQL server"):
+        pg_admin_url()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="in CI these tests must run"):
+        pg_admin_url()
+    monkeypatch.setenv(PG_ENV, "postgresql://u@h/db")
+    assert pg_admin_url() == "postgresql://u@h/db"

@@ -288,3 +288,21 @@ def test_a_v2_file_reads_without_being_migrated_then_migrates_on_write(tmp_path:
         assert [r.node for r in h.list_runs()] == ["new", None]
         assert h.previous_identity("new") is not None
     assert sqlite3.connect(v2).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+
+
+def test_gpukit_writers_take_turns_on_the_lock_file(tmp_path: Path) -> None:
+    """Writers of one file wait for their turn on ``<file>.lock`` (polled every millisecond, fair under many
+    writers), up to the busy timeout; then the save is refused as locked, nothing written."""
+    import fcntl
+
+    path = tmp_path / "r.db"
+    with open_history(path, busy_timeout_s=0.3) as h:
+        fd = os.open(f"{path}.lock", os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another gpukit's turn
+        t0 = time.perf_counter()
+        with pytest.raises(StoreError, match="locked"):
+            h.save_loadtest({"url": "http://a"})
+        assert 0.3 <= time.perf_counter() - t0 < 2.0
+        threading.Timer(0.1, os.close, (fd,)).start()  # the other's turn ends while this one waits
+        assert h.save_loadtest({"url": "http://b"}) == 1
+        assert [r["url"] for r in h.loadtests()] == ["http://b"]
