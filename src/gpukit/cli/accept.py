@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gpukit.cli import render
+from gpukit.cli.history import node_option
 
 if TYPE_CHECKING:
     from gpukit.fleet.record import Acceptance, Figure, GpuAcceptance
@@ -35,15 +36,12 @@ def _progress() -> Any:
 
 def _save(history: History, doc: dict[str, Any]) -> int | None:
     """Save the acceptance; when the store refuses it, keep it as JSON beside the history and say how to import it."""
-    from gpukit.errors import StoreError
-    from gpukit.history import write_fallback
+    from gpukit.history import save_or_keep
 
-    try:
-        return history.save_acceptance(doc)
-    except StoreError as exc:
-        kept = write_fallback(history, "acceptance", doc)
+    saved, kept, exc = save_or_keep(history, "acceptance", doc)
+    if exc is not None:
         render.error(f"{exc.message}; the acceptance was written to {kept}", hint=f"gpukit history import {kept}")
-        return None
+    return saved
 
 
 def _num(value: float | None) -> str:
@@ -119,7 +117,7 @@ def _print(acc: Acceptance, saved: int | None, textfile: Path | None) -> None:
 def accept(
     soak_s: float = typer.Option(30.0, "--soak-s", help="Seconds of sustained GEMM (3–3600)."),
     db: str = typer.Option(None, "--db", help=DB_HELP),
-    node: str = typer.Option(None, "--node", help="This node's name (default: $GPUKIT_NODE, else the hostname)."),
+    node: str = node_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the acceptance document as JSON (docs/fleet.md)."),
     prom_textfile: Path = typer.Option(None, "--prom-textfile", help=PROM_HELP),
     device: str = typer.Option("cuda", "--device", help="cuda (every GPU), or cpu: every part but the GPU figures."),
