@@ -54,3 +54,15 @@ def test_the_postgresql_tests_skip_here_but_fail_in_ci(monkeypatch: pytest.Monke
         pg_admin_url()
     monkeypatch.setenv(PG_ENV, "postgresql://u@h/db")
     assert pg_admin_url() == "postgresql://u@h/db"
+
+
+def test_a_url_without_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from gpukit.errors import ConfigError
+    from gpukit.history import open_history
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed
+    with pytest.raises(ConfigError, match="psycopg is not installed") as info:
+        open_history("postgresql://u:secret@127.0.0.1:1/x")
+    assert info.value.hint == "pip install 'gpukit[fleet]'" and "secret" not in info.value.message
