@@ -24,11 +24,11 @@ SPREADS_HELP = (
 
 
 def _load(db: str | None, spreads: Path | None) -> FleetStatus:
-    from gpukit.fleet.status import fleet_status, load_latest, load_spreads, require_fleet
+    from gpukit.fleet.status import fleet_status, load_latest, load_sigmas, require_fleet
 
     records, where = load_latest(db)
     require_fleet(records, where)
-    return fleet_status(records, spreads=load_spreads(spreads) if spreads else None)
+    return fleet_status(records, sigmas=load_sigmas(spreads) if spreads else None)
 
 
 _RED = "bold red"
@@ -209,12 +209,12 @@ def compare(
     driver, CUDA, software stack, power limit or clock setting."""
     from gpukit.errors import ConfigError
     from gpukit.fleet.compare import compare_nodes
-    from gpukit.fleet.status import load_latest, load_spreads
+    from gpukit.fleet.status import load_latest, load_sigmas
 
     records, where = load_latest(db)
     if not records:
         raise ConfigError(f"no acceptance runs in {where}", hint="run `gpukit accept --db URL` on each node first")
-    c = compare_nodes(records, node_a, node_b, spreads=load_spreads(spreads) if spreads else None)
+    c = compare_nodes(records, node_a, node_b, sigmas=load_sigmas(spreads) if spreads else None)
     if c.differences and not force:
         diffs = "; ".join(f"{d.what} {d.a} vs {d.b}" for d in c.differences[:4])
         more = f" (+{len(c.differences) - 4} more)" if len(c.differences) > 4 else ""
@@ -262,11 +262,11 @@ def exporter(
     """Serve the fleet's status on /metrics for Prometheus (read from the store at each scrape). Telemetry over
     time is dcgm-exporter's job: this exports the acceptance figures and verdicts only."""
     from gpukit.fleet.exporter import serve
-    from gpukit.fleet.status import load_latest, load_spreads
+    from gpukit.fleet.status import load_latest, load_sigmas
 
     load_latest(db)  # a bad --db fails now, with its hint, not at the first scrape
     render.err_console.print(f"serving the fleet's status on http://{host}:{port}/metrics (Ctrl-C stops)")
-    serve(db, host, port, spreads=load_spreads(spreads) if spreads else None)
+    serve(db, host, port, sigmas=load_sigmas(spreads) if spreads else None)
     return 0
 
 

@@ -107,14 +107,14 @@ def _values(acc: Acceptance, name: str) -> list[float]:
     return [f.value for f in figs if f is not None and f.status == "ok" and f.value is not None]
 
 
-def _figure(name: str, a: Acceptance, b: Acceptance, spreads: Mapping[str, float], z: float) -> FigureDiff:
+def _figure(name: str, a: Acceptance, b: Acceptance, sigmas: Mapping[str, float], z: float) -> FigureDiff:
     spec = next(g.figures[name] for g in (*a.gpus, *b.gpus) if name in g.figures)
     va, vb = _values(a, name), _values(b, name)
     if not va or not vb:
         return FigureDiff(name, spec.unit, spec.higher_is_better, None, None, va, vb, None, None, "n/a")
     ma, mb = stats.median(va), stats.median(vb)
-    if name in spreads:
-        sigma: float | None = stats.sigma_from_spread(spreads[name])
+    if name in sigmas:
+        sigma: float | None = sigmas[name]
     elif len(va) + len(vb) >= stats.Thresholds().min_values_for_noise:
         pooled = [v / ma for v in va] + [v / mb for v in vb]
         sigma = stats.MAD_TO_SIGMA * stats.mad(pooled)
@@ -145,7 +145,7 @@ def compare_nodes(
     a: str,
     b: str,
     *,
-    spreads: Mapping[str, float] | None = None,
+    sigmas: Mapping[str, float] | None = None,
     thresholds: stats.Thresholds | None = None,
 ) -> NodeComparison:
     """Compare node ``b``'s newest acceptance with node ``a``'s (ConfigError when either is not in ``records``)."""
@@ -159,5 +159,5 @@ def compare_nodes(
         acc_a.started_at,
         acc_b.started_at,
         _differences(acc_a, acc_b),
-        [_figure(n, acc_a, acc_b, spreads or {}, z) for n in names],
+        [_figure(n, acc_a, acc_b, sigmas or {}, z) for n in names],
     )

@@ -54,8 +54,8 @@ def annotate(records: Sequence[Mapping[str, Any]], st: FleetStatus) -> list[dict
 class FleetMetrics:
     """The exposition text of the store's fleet, rebuilt at most once per ``cache_s`` (thread-safe)."""
 
-    def __init__(self, db: str | Path | None, *, spreads: Mapping[str, float] | None = None, cache_s: float = 10.0):
-        self.db, self.spreads, self.cache_s = db, spreads, cache_s
+    def __init__(self, db: str | Path | None, *, sigmas: Mapping[str, float] | None = None, cache_s: float = 10.0):
+        self.db, self.sigmas, self.cache_s = db, sigmas, cache_s
         self._lock = threading.Lock()
         self._text: str | None = None
         self._at = 0.0
@@ -71,7 +71,7 @@ class FleetMetrics:
         nodes = {str((r.get("node") or {}).get("name")) for r in records}
         if len(nodes) < MIN_NODES:  # no fleet median: each node's own document, as `accept` judged it
             return prom.render(records)
-        return prom.render(annotate(records, fleet_status(records, spreads=self.spreads)))
+        return prom.render(annotate(records, fleet_status(records, sigmas=self.sigmas)))
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -109,9 +109,9 @@ def make_server(metrics: FleetMetrics, host: str = "0.0.0.0", port: int = 9835) 
         raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}", hint="pick another --port") from e
 
 
-def serve(db: str | Path | None, host: str, port: int, *, spreads: Mapping[str, float] | None = None) -> None:
+def serve(db: str | Path | None, host: str, port: int, *, sigmas: Mapping[str, float] | None = None) -> None:
     """Serve the fleet's metrics until interrupted."""
-    server = make_server(FleetMetrics(db, spreads=spreads), host, port)
+    server = make_server(FleetMetrics(db, sigmas=sigmas), host, port)
     try:
         server.serve_forever()
     finally:

@@ -5,11 +5,11 @@ slow rule (:mod:`gpukit.fleet.stats`), against three things: the other GPUs of i
 GPU of the fleet with the same model and software stack (``stack_key``: driver, CUDA, torch, gpukit), and the
 reference saved with the figure. A figure that failed its check is not judged: it makes the GPU faulty.
 
-The noise σ of each figure is its measured run-to-run spread (max/min − 1 over ten runs on one GPU): the one given
-(``spreads``), else the one of the reference shipped for the GPU model (what `gpukit accept` judges with); without
-either, the fleet's own scaled MAD (1.4826 × MAD / median), which holds run-to-run noise and the GPU-to-GPU
-difference together. Figure names are treated generically: unit and direction come from the
-saved figures.
+The noise σ of each figure comes from its measured run-to-run spread (max/min − 1 over repeated runs on one GPU,
+divided by the expected range of that many normal draws): from a spread file given (``sigmas``), else from the
+reference shipped for the GPU model (what `gpukit accept` judges with); without either, the fleet's own scaled MAD
+(1.4826 × MAD / median), which holds run-to-run noise and the GPU-to-GPU difference together. Figure names are
+treated generically: unit and direction come from the saved figures.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ __all__ = [
     "GpuRow",
     "fleet_status",
     "load_latest",
-    "load_spreads",
+    "load_sigmas",
     "parse_records",
     "require_fleet",
     "short_name",
@@ -208,27 +208,28 @@ def _collect(accs: Sequence[Acceptance]) -> tuple[dict[_Key, list[float]], dict[
     return values, nodes, sample
 
 
-def _sigma(model: str, name: str, center: stats.Center, spreads: Mapping[str, float] | None,
+def _sigma(model: str, name: str, center: stats.Center, sigmas: Mapping[str, float] | None,
            use_reference: bool) -> tuple[float | None, str]:  # fmt: skip
     """The noise σ of one figure: the spread given, else the shipped reference's (what `accept` uses), else the
     fleet's own scaled MAD."""
     from gpukit.fleet.accept_reference import reference_for
 
-    if spreads is not None and name in spreads:
-        return stats.sigma_from_spread(spreads[name]), "measured spread"
-    ref = reference_for(model) if use_reference and spreads is None else None
+    if sigmas is not None and name in sigmas:
+        return sigmas[name], "measured spread"
+    ref = reference_for(model) if use_reference and sigmas is None else None
     if ref is not None and (spread := ref.spread(name)) is not None:
-        return stats.sigma_from_spread(spread, ref.runs or 10), "reference spread"
+        runs = (ref.figures.get(name) or {}).get("runs") or ref.runs or 10
+        return stats.sigma_from_spread(spread, int(runs)), "reference spread"
     if center.n >= stats.Thresholds().min_values_for_noise and center.median and center.mad is not None:
         return stats.MAD_TO_SIGMA * center.mad / center.median, "fleet MAD"
     return None, "none"
 
 
-def _group(key: _Key, values: list[float], n_nodes: int, fig: Figure, spreads: Mapping[str, float] | None,
+def _group(key: _Key, values: list[float], n_nodes: int, fig: Figure, sigmas: Mapping[str, float] | None,
            use_reference: bool) -> FigureGroup:  # fmt: skip
     model, stack_key, name = key
     center = stats.Center.of(values)
-    sigma, source = _sigma(model, name, center, spreads, use_reference)
+    sigma, source = _sigma(model, name, center, sigmas, use_reference)
     reason = None
     if n_nodes < MIN_NODES:
         reason = f"{name} of {model} ({stack_key}) measured on {n_nodes} node(s): no fleet median"
@@ -272,20 +273,20 @@ def fleet_status(
     records: Sequence[Mapping[str, Any]],
     *,
     thresholds: stats.Thresholds | None = None,
-    spreads: Mapping[str, float] | None = None,
+    sigmas: Mapping[str, float] | None = None,
     use_reference: bool = True,
 ) -> FleetStatus:
     """The fleet from the newest acceptance of each node (``records``, as the store returns them).
 
-    The noise of each figure: ``spreads`` (figure → run-to-run spread) when given; else the spread of the reference
-    shipped for the GPU model (as `gpukit accept` judges it), unless ``use_reference`` is False; else the fleet's
-    own scaled MAD.
+    The noise of each figure: ``sigmas`` (figure → relative σ, from a spread file: :func:`load_sigmas`) when given;
+    else the spread of the reference shipped for the GPU model (as `gpukit accept` judges it), unless
+    ``use_reference`` is False; else the fleet's own scaled MAD.
     """
     t = thresholds or stats.Thresholds()
     parsed = parse_records(records)
     accs = [a for a, _ in parsed]
     values, nodes, sample = _collect(accs)
-    groups = {k: _group(k, values.get(k, []), len(nodes.get(k, ())), sample[k], spreads, use_reference) for k in sample}
+    groups = {k: _group(k, values.get(k, []), len(nodes.get(k, ())), sample[k], sigmas, use_reference) for k in sample}
     rows = []
     for acc, rec_id in parsed:
         stack_key = str(acc.node.get("stack_key") or "-")
@@ -327,14 +328,19 @@ def require_fleet(records: Sequence[Mapping[str, Any]], where: str) -> None:
         )
 
 
-def load_spreads(path: Path) -> dict[str, float]:
-    """Figure → run-to-run spread from a spread file (``{"runs": 10, "figures": {name: {"spread": 0.008}}}``, as
-    ``gpukit accept``'s ten-run measurement writes it); ConfigError when it cannot be read."""
+def load_sigmas(path: Path) -> dict[str, float]:
+    """Figure → relative noise σ from a spread file (``{"runs": 10, "figures": {name: {"spread": 0.008, "runs": 7}}}``,
+    spread = max/min − 1 over the runs, as `gpukit accept`'s repeated runs give it); ConfigError when unreadable."""
     import json
 
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        return {str(name): float(f["spread"]) for name, f in doc["figures"].items() if f.get("spread") is not None}
+        runs = doc.get("runs") or 10
+        return {
+            str(name): stats.sigma_from_spread(float(f["spread"]), int(f.get("runs") or runs))
+            for name, f in doc["figures"].items()
+            if f.get("spread") is not None
+        }
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ConfigError(
             f"cannot read the spread file {path}: {e}",

@@ -23,10 +23,14 @@ def load_spread(path: Path = SPREAD_FILE) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def spreads(doc: Mapping[str, Any] | None = None) -> dict[str, float]:
-    """Figure → run-to-run spread (max/min − 1 over the runs the file says)."""
+def sigmas(doc: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """Figure → relative noise σ: its run-to-run spread (max/min − 1) over the runs the file says, / d2(runs)."""
     doc = doc or load_spread()
-    return {name: float(f["spread"]) for name, f in doc["figures"].items()}
+    return {name: _sigma(doc, f) for name, f in doc["figures"].items()}
+
+
+def _sigma(doc: Mapping[str, Any], spec: Mapping[str, Any]) -> float:
+    return stats.sigma_from_spread(float(spec["spread"]), int(spec.get("runs") or doc.get("runs") or 10))
 
 
 def _identity(name: str, gpus: int, driver: str = DRIVER) -> dict[str, Any]:
@@ -95,7 +99,7 @@ def _gpu(rng: random.Random, name: str, index: int, doc: Mapping[str, Any], slow
          power_limit_w: float, samples: bool) -> dict[str, Any]:  # fmt: skip
     figures = {}
     for fig, spec in doc["figures"].items():
-        sigma = stats.sigma_from_spread(float(spec["spread"]), int(doc.get("runs", 10)))
+        sigma = _sigma(doc, spec)
         factor = 1 - slow[1] if slow and slow[0] == fig else 1.0
         value = _median(spec) * factor * (1 + rng.gauss(0, sigma))
         figures[fig] = {

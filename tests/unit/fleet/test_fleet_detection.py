@@ -46,8 +46,8 @@ def _simulate(
         places = rng.sample([(n, g) for n in range(NODES) for g in range(GPUS)], PER_STEP * len(STEPS))
         slowed = {p: (rng.choice(figures), STEPS[i // PER_STEP]) for i, p in enumerate(places)}
         records = synth.fleet(NODES, GPUS, seed=seed, slowed=slowed, doc=doc, samples=False)
-        spreads = synth.spreads(doc) if with_spread else None
-        status = fleet_status(records, thresholds=thresholds, spreads=spreads, use_reference=with_spread)
+        sigmas = synth.sigmas(doc) if with_spread else None
+        status = fleet_status(records, thresholds=thresholds, sigmas=sigmas, use_reference=with_spread)
         for row in status.rows:
             place = (int(row.node.removeprefix("node-")), row.gpu)
             if place in slowed:

@@ -90,3 +90,17 @@ def test_a_real_accept_document_goes_through_status_and_the_exporter() -> None:
     assert group is not None and group.sigma is None and group.sigma_source == "none"
     text = render(annotate(recs, st))
     assert 'gpukit_accept_figure_flagged{node="cpu-3",gpu="0",uuid="",model="AMD EPYC",figure="mem_copy"} 1.0' in text
+
+
+def test_a_spread_file_gives_sigma_over_the_runs_it_names(tmp_path: Path) -> None:
+    import json
+
+    from gpukit.fleet.status import load_sigmas
+
+    f = tmp_path / "spread.json"
+    f.write_text(json.dumps({"runs": 10, "figures": {"a_gbps": {"spread": 0.03078}, "b_gbps": {"spread": 0.02704,
+                 "runs": 7}, "c_gbps": {"spread": None}}}), encoding="utf-8")  # fmt: skip
+    assert load_sigmas(f) == pytest.approx({"a_gbps": 0.01, "b_gbps": 0.01})
+    f.write_text("[]", encoding="utf-8")
+    with pytest.raises(ConfigError, match="cannot read the spread file"):
+        load_sigmas(f)
