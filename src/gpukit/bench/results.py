@@ -77,6 +77,16 @@ class Result:
     size_group: str | None = None  # the variant sizes are compared within (Size.group: the dtype, or "")
     working_set_bytes: float | None = None  # what the timed calls cycled through: could a cache hold it?
     ceiling_note: str | None = None  # why a figure above 100 % of its ceiling is not a puzzle
+    # Noise-based stopping: what ended sampling (noise: the spread reached the target; time: the row's sampling
+    # time ended first; count: a fixed number of samples), the robust spread MAD / median of the kept samples, the
+    # target it was held to, and whether it got there (False: the row never settled).
+    stopped_by: str | None = None
+    rel_mad: float | None = None
+    noise_target: float | None = None
+    settled: bool | None = None
+    cache: str | None = None  # hot | cold: the cache state each sample started in (bench/conditions.py)
+    cache_note: str | None = None  # why a row asked to be cold was measured hot
+    discarded: dict[str, int] = field(default_factory=dict)  # samples thrown away (throttled GPU), by reason
 
     @property
     def ok(self) -> bool:

@@ -24,7 +24,7 @@ from gpukit.bench.workloads import DEFAULT_WORKLOADS, WORKLOADS, get_workload
 from gpukit.bench.workloads.base import Size, Workload
 from gpukit.errors import ConfigError
 
-__all__ = ["Row", "execute", "plan", "resolve_workloads", "versions"]
+__all__ = ["Row", "execute", "hardware_state", "plan", "resolve_workloads", "versions"]
 
 
 @dataclass(frozen=True)
@@ -114,12 +114,24 @@ def versions() -> dict[str, Any]:
 
 
 def _fingerprint() -> dict[str, Any]:
+    """The machine and, per GPU, the state a comparison must match (``gpu_state``: serial, clocks, power limit,
+    persistence and ECC mode; bench/verdict.py)."""
     try:
         from gpukit.hardware import machine_fingerprint
+        from gpukit.hardware.state import gpu_states
 
-        return dict(machine_fingerprint())
+        doc = dict(machine_fingerprint())
+        if states := gpu_states():
+            doc["gpu_state"] = states
+        return doc
     except Exception as exc:  # the history still records what it can
         return {"hostname": platform.node(), "cpu_count": os.cpu_count(), "error": str(exc)}
+
+
+def hardware_state() -> dict[str, Any]:
+    """``{"machine": ..., "versions": ...}`` of this process, as a run records them (for comparisons made outside
+    a run: the ``gpukit_bench`` fixture)."""
+    return {"machine": _fingerprint(), "versions": versions()}
 
 
 def now_iso() -> str:

@@ -170,7 +170,8 @@ def bench(
     seed_example: bool = typer.Option(False, "--seed-example", help="The article's A=[1..6] + B=[7..12] everywhere."),
     save_image: Path = typer.Option(None, "--save-image", help="Write the Mandelbrot frame as a coloured PNG."),
     baseline: str = typer.Option(None, "--baseline", help="Compare with a baseline: run id, JSON file or name."),
-    tolerance: str = typer.Option("10%", "--tolerance", help="Allowed shortfall against --baseline."),
+    tolerance: str = typer.Option("10%", "--tolerance", help="A SLOWER row within this of --baseline still passes."),
+    force: bool = typer.Option(False, "--force", help="Compare with a --baseline taken in another hardware state."),
     write_baseline: Path = typer.Option(None, "--write-baseline", help="Write this run as a baseline JSON file."),
     markdown: Path = typer.Option(None, "--markdown", help="Also write the tables as Markdown to this file."),
     no_ceilings: bool = typer.Option(False, "--no-ceilings", help="Skip measuring ceilings (no % of ceiling)."),
@@ -181,6 +182,14 @@ def bench(
     seed: int = typer.Option(None, "--seed", help="Random seed for the inputs, 0 to 2³²−1 (default: fresh)."),
     call_timeout: float = typer.Option(
         CALL_TIMEOUT_S, "--call-timeout", min=0, help="Seconds one call may take before its row fails (0: no limit)."
+    ),
+    noise_target: float = typer.Option(
+        0.005, "--noise-target", min=0, max=0.99, help="Sample until MAD/median ≤ this (0: exactly --repeat samples)."
+    ),
+    max_time: float = typer.Option(None, "--max-time", min=0.01, help="Sampling seconds per row (3; quick 0.3)."),
+    cache: str = typer.Option("auto", "--cache", help="hot, cold (L2/LLC flushed before each sample) or auto."),
+    no_throttle_check: bool = typer.Option(
+        False, "--no-throttle-check", help="Keep samples taken while the GPU throttled."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the run as JSON (see docs/bench-json.md)."),
     as_csv: bool = typer.Option(False, "--csv", help="Print the result rows as CSV."),
@@ -227,15 +236,24 @@ def bench(
         call_timeout_s=call_timeout if call_timeout > 0 else None,
         sweep=sweep,
         sweep_total_s=sweep_budget if sweep_budget > 0 else None,
+        noise_target=noise_target,
+        max_time_s=max_time,
+        cache=cache,
+        throttle_check=not no_throttle_check,
         extra=(("command", "gpukit " + " ".join(sys.argv[1:])),),  # as typed (under a test runner: its argv)
     )
     _check_plan(request)  # unknown workloads, backends and sizes before the history or the ceilings are touched
     # Before measuring: a wrong --baseline must not cost a whole run (and a run id is read before this run is saved).
     baseline_doc = _load_baseline(baseline, db) if baseline else None
+    if baseline_doc is not None:  # a baseline of another hardware state is refused before anything is measured
+        from gpukit.bench.baselines import refuse_or_mark
+        from gpukit.bench.runner import hardware_state
+
+        refuse_or_mark(baseline_doc, hardware_state(), force, "this machine and the baseline")
     run = _measured(request, db, no_save)
     if sweep:
         return _report_sweep(run, as_json)
-    return _report(run, baseline, baseline_doc, tol, write_baseline, markdown, save_image, as_json, as_csv)
+    return _report(run, baseline, baseline_doc, (tol, force), write_baseline, markdown, save_image, as_json, as_csv)
 
 
 def _check_plan(request: BenchRequest) -> None:
@@ -259,7 +277,7 @@ def _report(
     run: Run,
     baseline: str | None,
     baseline_doc: dict[str, Any] | None,
-    tol: float,
+    judge: tuple[float, bool],
     write_baseline: Path | None,
     markdown: Path | None,
     save_image: Path | None,
@@ -268,9 +286,10 @@ def _report(
 ) -> int:
     from gpukit.bench import baselines as compare
 
+    tol, force = judge
     checks: list[BaselineCheck] = []
     if baseline_doc is not None:
-        checks = compare.check_baseline(run, baseline_doc, tol)
+        checks = compare.check_baseline(run, baseline_doc, tol, force=force)
     if write_baseline:
         write_output(write_baseline, render.to_json(compare.baseline_from_run(run, run.settings.get("command"))) + "\n")
     if markdown:
@@ -312,9 +331,9 @@ def _report(
         )
         return 2
     failed = [r for r in run.results if r.status == "failed"]
-    short = [c for c in checks if c.verdict == "short"]
+    short = [c for c in checks if not c.ok and c.verdict != "failed"]
     if short:
-        render.error(f"{len(short)} result(s) fall short of baseline {baseline} by more than {tol:g}%")
+        render.error(f"{len(short)} result(s) slower than baseline {baseline} by more than {tol:g}%")
     if broken := [c for c in checks if c.verdict == "failed"]:
         render.error(f"{len(broken)} baseline row(s) failed here (see the table)")
     short += broken
