@@ -138,6 +138,24 @@ def _to_device(impl: Implementation, backend: Backend, inputs: Mapping[str, Any]
     return {k: backend.to_device(v) if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
 
 
+_CHUNK_BYTES = 16 << 20
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays hold exactly the same bytes (NaN payloads and signed zeros included), compared in 16 MiB
+    chunks: ``np.array_equal(..., equal_nan=True)`` on a 256 MiB input took 7.5 s on a loaded 2-core machine
+    (isnan masks and boolean-indexed copies of both arrays) against 0.1 s here, and ran for every input copy of
+    every row since the engine's second pass (with the 1 GiB ceilings of the same commit, the likely cause of
+    `bench --quick` growing from 42 to 60 s on the H200 host; not re-measured there yet)."""
+    if a.shape != b.shape:
+        return False
+    if a.dtype != b.dtype:  # read back in another dtype: compare values
+        return bool(np.array_equal(a, b))
+    x = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    y = np.ascontiguousarray(b).reshape(-1).view(np.uint8)
+    return all(np.array_equal(x[i : i + _CHUNK_BYTES], y[i : i + _CHUNK_BYTES]) for i in range(0, x.size, _CHUNK_BYTES))
+
+
 def _telemetry(backend: Backend, index: int) -> Any:
     if backend.device != "cuda":
         return None
@@ -463,7 +481,7 @@ def _verify_timed(ctx: _Ctx) -> Result | None:
                 now = np.asarray(ctx.backend.to_host(dev[key]))
             except Exception:  # not an array this backend can read back (a prepared object): not comparable
                 continue
-            if now.shape == host.shape and not np.array_equal(now, host, equal_nan=host.dtype.kind in "fc"):
+            if now.shape == host.shape and not same_bits(now, host):
                 copy = f" (copy {i + 1} of {len(ctx.sets)})" if len(ctx.sets) > 1 else ""
                 why = f"the implementation changed its input '{key}'{copy}: every later call computed something else"
                 return _skip(row, "failed", why, "an implementation must not write to its inputs")

@@ -299,14 +299,16 @@ def _ended(
     min_total_s: float,
     elapsed: float,
 ) -> str | None:
-    """What ends sampling now (``noise``, ``time``, ``count``), or None to take another sample."""
+    """What ends sampling now (``noise``, ``time``, ``count``), or None to take another sample.
+
+    The noise budget (``rule.max_time_s``) ends a row only once it has its minimum samples and time (or while its
+    samples are being discarded: a throttled GPU must not keep it sampling); ``max_total_s``, the row's whole time
+    budget, ends it once three samples are kept."""
     n = len(samples.times_s)
-    over = max_total_s is not None and spent > max_total_s
-    if rule.max_time_s is not None and wall >= rule.max_time_s:
-        over = True
-    # A budget ends sampling, settled or not, once three samples are kept (or samples are being discarded: a
-    # throttled GPU must not keep the row sampling forever).
-    if over and (n >= 3 or samples.discarded):
+    if max_total_s is not None and spent > max_total_s and (n >= 3 or samples.discarded):
+        return "time"
+    noise_out = rule.max_time_s is not None and wall >= rule.max_time_s
+    if noise_out and samples.discarded:
         return "time"
     if rule.max_samples is not None and n >= rule.max_samples and spent >= min_total_s:
         return "count"
@@ -318,6 +320,8 @@ def _ended(
         return "count"
     if samples.rel_mad <= rule.target:
         return "noise"
+    if noise_out:
+        return "time"
     if rule.max_time_s is None and max_total_s is None:  # nothing else would end it
         return "count"
     return None

@@ -219,3 +219,16 @@ def test_cpu_last_level_cache_from_sysfs(tmp_path: Path) -> None:
         (tmp_path / f"index{i}" / "size").write_text(f"{size}\n")
     assert _cpu_llc_bytes(tmp_path) == 105 << 20
     assert _cpu_llc_bytes(tmp_path / "missing") is None
+
+
+def test_inputs_are_compared_bit_for_bit() -> None:
+    from gpukit.bench.harness import same_bits
+
+    a = np.random.default_rng(0).random(5_000_001, dtype=np.float32)  # several 16 MiB chunks... and a tail
+    b = a.copy()
+    assert same_bits(a, b)
+    b[-1] = np.nextafter(b[-1], np.float32(2))  # one ulp in the last element
+    assert not same_bits(a, b)
+    nan = np.array([np.nan, 0.0], dtype=np.float32)
+    assert same_bits(nan, nan.copy()) and not same_bits(nan, np.array([np.nan, -0.0], dtype=np.float32))
+    assert same_bits(np.arange(3, dtype=np.int64), np.arange(3, dtype=np.int32))  # read back in another dtype

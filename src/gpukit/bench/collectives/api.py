@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from gpukit.bench.collectives.device import device_state
 from gpukit.bench.collectives.launch import LaunchResult, launch, run_inline, under_torchrun
 from gpukit.bench.collectives.ops import DTYPES, get_op
 from gpukit.bench.collectives.results import CollectiveRow, MultiRun
@@ -35,23 +36,6 @@ def default_sizes(device: str, quick: bool) -> list[int]:
 def parse_sizes(texts: list[str]) -> list[int]:
     """'1KiB', '64MiB', '1GiB' (bytes of the buffer, nccl-tests' size); ranges are not taken, list them."""
     return [parse_elements(t, 1) for t in texts]
-
-
-def device_state(device: str) -> tuple[int, str | None]:
-    """(GPUs torch sees, why this device cannot run collectives here or None)."""
-    import torch
-    import torch.distributed as dist
-
-    if not dist.is_available():
-        return 0, "torch was built without torch.distributed"
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if device == "cuda":
-        if gpus == 0:
-            return 0, "no CUDA GPU that torch can see"
-        if not dist.is_nccl_available():
-            return gpus, "torch was built without NCCL"
-        return gpus, None
-    return gpus, None if dist.is_gloo_available() else "torch was built without gloo"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpukit.bench.collectives.device import device_state
 from gpukit.bench.collectives.launch import launch, under_torchrun
 from gpukit.bench.collectives.results import MultiRun, ScalingRow
 from gpukit.errors import ConfigError
@@ -175,8 +176,6 @@ class ScalingRequest:
 
 def run_scaling(req: ScalingRequest) -> MultiRun:
     """Every rank count 1 … N; a count that dies or hangs is a failed row naming the rank, the others go on."""
-    from gpukit.bench.collectives.api import device_state
-
     if under_torchrun():
         raise ConfigError("bench scaling starts its own ranks (one set per rank count)", hint="run it without torchrun")
     t0 = time.perf_counter()
