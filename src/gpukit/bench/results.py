@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gpukit.bench.collectives.results import MultiRow
     from gpukit.bench.request import BenchRequest
 
 __all__ = ["THROUGHPUT_UNITS", "Ceilings", "Result", "Run", "legacy_size", "run_from_saved"]
@@ -87,6 +88,9 @@ class Result:
     cache: str | None = None  # hot | cold: the cache state each sample started in (bench/conditions.py)
     cache_note: str | None = None  # why a row asked to be cold was measured hot
     discarded: dict[str, int] = field(default_factory=dict)  # samples thrown away (throttled GPU), by reason
+    # A multi-GPU row (all-reduce, p2p, DDP scaling): the typed row it was measured as (bench/collectives/results.py),
+    # stored with its "kind"; None for every other bench row
+    multi: MultiRow | None = None
 
     @property
     def ok(self) -> bool:
@@ -111,12 +115,18 @@ class Result:
         return getattr(self, self.throughput_unit) if self.throughput_unit else None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        doc = asdict(self)
+        doc["multi"] = self.multi.to_dict() if self.multi is not None else None
+        return doc
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
         names = {f.name for f in fields(cls)}
-        row = cls(**{k: v for k, v in data.items() if k in names})
+        row = cls(**{k: v for k, v in data.items() if k in names and k != "multi"})
+        if isinstance(data.get("multi"), dict):
+            from gpukit.bench.collectives.results import row_from_dict
+
+            row.multi = row_from_dict(data["multi"])
         if "size_x" not in data and "size_group" not in data:  # saved before sizes carried them: read the label once
             row.size_x, row.size_group = legacy_size(row.size)
         return row

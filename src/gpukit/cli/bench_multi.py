@@ -57,48 +57,62 @@ def _command() -> str:
 
 
 def _finish(run: Any, as_json: bool, markdown: Path | None, db: Path | None, no_save: bool, table: Any) -> int:
+    """Save, print and judge a multi-GPU bench's :class:`~gpukit.bench.results.Run`, as `gpukit bench` does its own
+    (the same history save, the fallback file included)."""
     from gpukit.bench.collectives.launch import under_torchrun
+    from gpukit.bench.collectives.results import multi_doc, rows_of
 
     if under_torchrun():
         import os
 
         if os.environ.get("RANK") != "0":
             return 0  # one report per job: rank 0's
+    run.settings["command"] = _command()
     if not no_save:
-        from gpukit.bench.collectives.history import save_multi_run
+        from gpukit.cli.bench import _save
+        from gpukit.history import open_history
 
-        save_multi_run(run, db, _command())
+        with open_history(db) as history:
+            _save(history, run)
     if markdown:
         from gpukit.cli.bench_render import write_output
 
         write_output(markdown, _markdown(run))
+    failure = run.settings.get("failure")
     if as_json:
-        render.print_json(run.to_dict())
+        render.print_json(multi_doc(run))
     else:
         for t in table(run):
             render.console.print(t)
         for line in _reasons(run):
             render.console.print(line, soft_wrap=True)
-        if run.failure:
-            render.error(run.failure, hint="raise --timeout if the rank was only slow; its stderr is in the reason")
+        if failure:
+            render.error(failure, hint="raise --timeout if the rank was only slow; its stderr is in the reason")
         if run.id is not None:
             render.console.print(f"saved as run {run.id} (gpukit report --run {run.id})", soft_wrap=True)
-    return 1 if any(r.status == "failed" for r in run.rows) else 0
+    return 1 if any(r.status == "failed" for r in rows_of(run)) else 0
+
+
+def _rows(run: Any) -> list[Any]:
+    from gpukit.bench.collectives.results import rows_of
+
+    return rows_of(run)
 
 
 def _cells(run: Any) -> tuple[list[str], list[list[str]]]:
-    if run.kind == "collectives":
+    kind = run.settings.get("kind")
+    if kind == "collectives":
         return _collective_cells(run)
-    if run.kind == "p2p":
+    if kind == "p2p":
         return _p2p_cells(run)
     return _scaling_cells(run)
 
 
 def _markdown(run: Any) -> str:
     cols, rows = _cells(run)
-    lines = [f"# gpukit bench {run.kind} — {run.started_at}", "", f"`{_command()}`", ""]
-    if run.failure:
-        lines += [f"**failure:** {run.failure}", ""]
+    lines = [f"# gpukit bench {run.settings.get('kind')} — {run.started_at}", "", f"`{_command()}`", ""]
+    if run.settings.get("failure"):
+        lines += [f"**failure:** {run.settings['failure']}", ""]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
     lines += ([""] + [f"- {line.strip()}" for line in _reasons(run)]) if _reasons(run) else []
@@ -111,7 +125,7 @@ def _status(r: Any) -> str:
 
 def _reasons(run: Any) -> list[str]:
     seen: dict[str, int] = {}
-    for r in run.rows:
+    for r in _rows(run):
         if r.status != "ok" and r.reason:
             key = f"{r.status}: {r.reason}"
             seen[key] = seen.get(key, 0) + 1
@@ -124,7 +138,7 @@ def _reasons(run: Any) -> list[str]:
 def _collective_cells(run: Any) -> tuple[list[str], list[list[str]]]:
     cols = ["op", "dtype", "size", "ranks", "graph", "time", "min … max", "algbw GB/s", "busbw GB/s", "status"]
     rows = []
-    for r in run.rows:
+    for r in _rows(run):
         t = r.time_s or {}
         rows.append([r.op, r.dtype, render.fmt_bytes(r.size_bytes), str(r.ranks), r.graph,
                      render.fmt_seconds(t.get("median")),
@@ -187,7 +201,7 @@ for _op in COLLECTIVES:
 def _p2p_cells(run: Any) -> tuple[list[str], list[list[str]]]:
     cols = ["pair", "link", "mode", "peer access", "GB/s", "time", "latency", "check"]
     rows = []
-    for r in run.rows:
+    for r in _rows(run):
         pair = "n/a" if r.src is None else f"{r.src} → {r.dst}"
         t = r.time_s or {}
         lat = render.fmt(r.latency_us, ".3g", "µs") if r.latency_us is not None else ""
@@ -201,9 +215,9 @@ def _p2p_tables(run: Any) -> list[Any]:
 
     cols, rows = _p2p_cells(run)
     out = [render.table(cols, rows, title="GPU → GPU copies (GB/s of bytes copied)", justify="lllllrrrl")]
-    gpus, m = matrix(run.rows)
+    gpus, m = matrix(_rows(run))
     if gpus:
-        links = {(r.src, r.dst): r.link for r in run.rows}
+        links = {(r.src, r.dst): r.link for r in _rows(run)}
 
         def cell(a: int, b: int, v: Any) -> str:
             return "—" if a == b else f"{render.fmt(v, '.0f')} ({links.get((a, b)) or 'n/a'})"
@@ -231,13 +245,13 @@ def p2p(
 
     from gpukit.bench.collectives.api import parse_sizes
     from gpukit.bench.collectives.p2p import run_p2p
-    from gpukit.bench.collectives.results import MultiRun
+    from gpukit.bench.collectives.results import multi_run
 
     (nbytes,) = parse_sizes([size])
     t0 = time.perf_counter()
-    run = MultiRun("p2p", datetime.now(UTC).isoformat(timespec="seconds"), {"size_bytes": nbytes, "repeats": repeat})
-    run.rows = run_p2p(nbytes, repeat)
-    run.duration_s = time.perf_counter() - t0
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    rows = run_p2p(nbytes, repeat)
+    run = multi_run("p2p", started, {"size_bytes": nbytes, "repeats": repeat}, list(rows), t0)
     return _finish(run, as_json, markdown, db, no_save, _p2p_tables)
 
 
@@ -247,7 +261,7 @@ def p2p(
 def _scaling_cells(run: Any) -> tuple[list[str], list[list[str]]]:
     cols = ["model", "ranks", "batch/rank", "images/s", "efficiency", "step", "check"]
     rows = []
-    for r in run.rows:
+    for r in _rows(run):
         t = r.step_s or {}
         eff = f"{r.efficiency:.1%}" if r.efficiency is not None else "n/a"
         rows.append([r.model, str(r.ranks), str(r.batch_per_rank), render.fmt(r.images_per_s, ",.1f"), eff,
