@@ -11,7 +11,7 @@ import platform
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from gpukit.bench.workloads import DEFAULT_WORKLOADS, WORKLOADS, get_workload
 from gpukit.bench.workloads.base import Size, Workload
 from gpukit.errors import ConfigError
 
-__all__ = ["Row", "execute", "hardware_state", "plan", "resolve_workloads", "versions"]
+__all__ = ["MultiRequest", "Row", "execute", "hardware_state", "plan", "resolve_workloads", "versions"]
 
 
 @dataclass(frozen=True)
@@ -138,9 +138,19 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def execute(request: BenchRequest, progress: Callable[[Progress], None] | None = None) -> Run:
-    """Run ``request``: the one path from a request to a finished :class:`Run`. KeyboardInterrupt stops early and
-    returns the rows measured so far with ``interrupted=True``."""
+class MultiRequest(Protocol):
+    """A multi-GPU bench's request (``CollectiveRequest``, ``P2PRequest``, ``ScalingRequest`` in bench/collectives):
+    it launches its own ranks and returns its typed rows as a :class:`Run`."""
+
+    def run(self) -> Run: ...
+
+
+def execute(request: BenchRequest | MultiRequest, progress: Callable[[Progress], None] | None = None) -> Run:
+    """Run ``request``: the one path from a request to a finished :class:`Run` (a multi-GPU request measures
+    itself, in its own processes). KeyboardInterrupt stops early and returns the rows measured so far with
+    ``interrupted=True``."""
+    if not isinstance(request, BenchRequest):
+        return request.run()
     req = request.resolved()
     workloads = resolve_workloads(req)
     rows = plan(workloads, req)

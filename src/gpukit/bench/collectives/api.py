@@ -53,6 +53,10 @@ class CollectiveRequest:
     timeout_s: float = DEFAULT_TIMEOUT_S
     graph: bool = True  # also the CUDA-graph-captured loop (CUDA only)
 
+    def run(self) -> Run:
+        """Measure it (``gpukit.bench.runner.execute`` calls this, as for any request)."""
+        return run_collectives(self)
+
 
 def _validate(req: CollectiveRequest) -> None:
     for op in req.ops:

@@ -151,6 +151,10 @@ class ScalingRequest:
     def cuda(self) -> bool:
         return self.device == "cuda"
 
+    def run(self) -> Run:
+        """Measure it (``gpukit.bench.runner.execute`` calls this, as for any request)."""
+        return run_scaling(self)
+
     @property
     def batch(self) -> int:
         return self.batch_arg or (64 if self.cuda else 8)
