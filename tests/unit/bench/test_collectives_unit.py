@@ -172,11 +172,33 @@ def test_cli_unavailable_rows(run_cli, tmp_path: Path) -> None:  # type: ignore[
         (("alltoall", "--device", "cpu", "--timeout", "0"), "--timeout must be positive"),
         (("scaling", "--model", "vgg16", "--device", "cpu"), "unknown model 'vgg16'"),
         (("reducescatter", "--device", "cpu", "--ranks", "0"), "--ranks must be at least 1"),
+        (("allreduce", "--device", "cpu", "--model", "resnet18"), "bench allreduce does not take --model"),
+        (("p2p", "--ranks", "2"), "bench p2p does not take --ranks"),
+        (("scaling", "--dtype", "bf16"), "bench scaling does not take --dtype"),
+        (("allreduce", "vector-add"), "bench allreduce runs alone"),
+        (("vector-add", "--ranks", "2"), "--ranks belong to the multi-GPU benches"),
     ],
 )
 def test_cli_bad_input(run_cli, args: tuple[str, ...], message: str) -> None:  # type: ignore[no-untyped-def]
     res = run_cli("bench", *args, "--no-save")
     assert res.exit_code == 2 and message in res.stderr and "Traceback" not in res.stderr
+
+
+def test_multi_gpu_benches_are_requests_through_the_runner(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from gpukit.bench.collectives.api import CollectiveRequest
+    from gpukit.bench.collectives.p2p import P2PRequest
+    from gpukit.bench.collectives.scaling import ScalingRequest
+    from gpukit.bench.runner import execute
+    from gpukit.cli.bench_multi import MultiOptions, multi_request
+
+    req = multi_request("allreduce", MultiOptions(device="cpu", sizes=("1KiB",), ranks=2, dtypes=("bf16",)))
+    assert req == CollectiveRequest(("allreduce",), "cpu", 2, (1024,), ("bf16",))
+    assert multi_request("p2p", MultiOptions(sizes=("1MiB",), repeat=3)) == P2PRequest(1 << 20, 3)
+    scaling = multi_request("scaling", MultiOptions(device="cpu", model="seed-cnn", max_gpus=2, quick=True))
+    assert isinstance(scaling, ScalingRequest) and scaling.model == "seed-cnn" and scaling.max_ranks == 2
+    monkeypatch.setattr("gpukit.bench.collectives.api.run_collectives", lambda r: _collective_run())
+    run = execute(req)  # the runner's one entry point: a multi-GPU request measures itself into a Run
+    assert run.settings["kind"] == "collectives" and all(isinstance(r, CollectiveRow) for r in rows_of(run))
 
 
 def test_cli_help_and_plain_bench_untouched(run_cli) -> None:  # type: ignore[no-untyped-def]
