@@ -10,7 +10,9 @@
 #
 #   OUT=/some/dir PART=quick bash benchmarks/scripts/engine_rerun_h200.sh   (PYTHON=python3.12 picks the interpreter)
 #
-# Everything goes into one history, $OUT/engine.db (or $DB), so later parts and the report see the earlier ones.
+# Everything goes into one history, $OUT/engine.db (or $DB), so later parts and the report see the earlier ones: a
+# part too long for one device call (quick: ~REPS × 30 s on an H200 host) can run as two calls with REPS=10 and the
+# same DB (carry it back in between, or run both calls in one warm lease). The report pairs consecutive runs.
 set -u
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to the output folder}"
