@@ -20,7 +20,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["CACHE_MODES", "CLOCK_FLOOR", "SLOWDOWNS", "ThrottleGuard", "make_flush", "resolve_cache"]
+__all__ = [
+    "CACHE_MODES",
+    "CLOCK_FLOOR",
+    "SLOWDOWNS",
+    "ThrottleGuard",
+    "cache_state",
+    "make_flush",
+    "resolve_cache",
+    "throttle_guard",
+]
 
 CACHE_MODES = ("auto", "hot", "cold")
 CLOCK_FLOOR = 0.75  # of the application clock, as nvbench does
@@ -97,3 +106,28 @@ def make_flush(backend: Any, cache: int) -> Callable[[], None]:
     except (AttributeError, TypeError):  # device arrays without fill (numba): a device-to-device copy writes it
         src = backend.empty((n,), "float32")
         return lambda: buf.copy_to_device(src)
+
+
+def cache_state(
+    mode: str, backend: Any, gpu_index: int, working_set_bytes: float, called_once: bool
+) -> tuple[str, str | None, Callable[[], None] | None]:
+    """A row's cache state ("hot" or "cold"), why it differs from ``mode`` (or None), and the flush a cold row runs
+    before each sample (the device's last-level cache size read from the hardware, only when it may be needed)."""
+    from gpukit.hardware.state import cache_bytes
+
+    size = cache_bytes(backend.device, gpu_index) if mode != "hot" else None
+    cache, note = resolve_cache(mode, working_set_bytes, size, called_once)
+    return cache, note, (make_flush(backend, size) if cache == "cold" and size else None)
+
+
+def throttle_guard(device: str, enabled: bool, gpu_index: int) -> ThrottleGuard | None:
+    """The throttle guard of a GPU row (None on the CPU, with --no-throttle-check, or without NVML)."""
+    if device != "cuda" or not enabled:
+        return None
+    try:
+        from gpukit.hardware.state import ClockReader
+
+        reader = ClockReader(gpu_index)
+    except Exception:  # no telemetry: samples are kept, and nothing says they were watched
+        return None
+    return ThrottleGuard(reader) if reader.available else None

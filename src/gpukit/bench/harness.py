@@ -30,9 +30,9 @@ import numpy as np
 
 from gpukit.bench.backends import get_backend
 from gpukit.bench.backends.base import Backend
-from gpukit.bench.conditions import ThrottleGuard, make_flush, resolve_cache
+from gpukit.bench.conditions import cache_state, throttle_guard
 from gpukit.bench.results import THROUGHPUT_UNITS, Result
-from gpukit.bench.timing import Guard, HostClock, Samples, StopRule, choose_inner, measure, rel_mad
+from gpukit.bench.timing import HostClock, Samples, StopRule, choose_inner, measure, rel_mad
 from gpukit.bench.watchdog import CALL_TIMEOUT_S, CallTimeout, watch
 from gpukit.bench.workloads.base import Implementation, Size, Workload
 from gpukit.errors import BackendUnavailable
@@ -348,8 +348,10 @@ def _sampling_plan(ctx: _Ctx) -> _Plan:
         host_clock.start()
         ctx.call()
         one_s = max(host_clock.stop(), 1e-9)
-    cache, flush = _cache_state(ctx)
     in_bytes = _array_bytes(ctx.prep.inputs)
+    working = float(in_bytes + int(np.prod(ctx.shape)) * np.dtype(ctx.dtype).itemsize)
+    cache, ctx.row.cache_note, flush = cache_state(s.cache, backend, s.gpu_index, working, ctx.workload.called_once)
+    ctx.row.cache = cache
     # Rotate small inputs among copies so timed calls do not find them in cache; a call slower than 50 ms
     # (pure Python) would not benefit and the copies would only cost memory and time. A cold row flushes instead.
     small = 0 < in_bytes < ROTATE_BELOW_BYTES[backend.device]
@@ -383,32 +385,6 @@ def _sampling_plan(ctx: _Ctx) -> _Plan:
         max_samples=(s.slow_repeats - (1 if reuse else 0)) if slow and s.slow_repeats else None,
     )
     return _Plan(one_s, repeats, inner, warmup, lead, reuse, min_total_s, pad, queues_ahead, stop, cache, flush)
-
-
-def _cache_state(ctx: _Ctx) -> tuple[str, Callable[[], None] | None]:
-    """Hot or cold for this row (bench/conditions.py), and the flush a cold row runs before each sample."""
-    from gpukit.hardware.state import cache_bytes
-
-    out_bytes = int(np.prod(ctx.shape)) * np.dtype(ctx.dtype).itemsize
-    working = float(_array_bytes(ctx.prep.inputs) + out_bytes)
-    mode = ctx.settings.cache
-    size = cache_bytes(ctx.backend.device, ctx.settings.gpu_index) if mode != "hot" else None
-    cache, note = resolve_cache(mode, working, size, ctx.workload.called_once)
-    ctx.row.cache, ctx.row.cache_note = cache, note
-    return cache, (make_flush(ctx.backend, size) if cache == "cold" and size else None)
-
-
-def _guard(ctx: _Ctx) -> Guard | None:
-    """The throttle guard of a GPU row (None on the CPU, with --no-throttle-check, or without NVML)."""
-    if ctx.backend.device != "cuda" or not ctx.settings.throttle_check:
-        return None
-    try:
-        from gpukit.hardware.state import ClockReader
-
-        reader = ClockReader(ctx.settings.gpu_index)
-    except Exception:  # no telemetry: samples are kept, the row's telemetry says nothing was read
-        return None
-    return ThrottleGuard(reader) if reader.available else None
 
 
 class _WrongAfter(Exception):
@@ -448,7 +424,7 @@ def _timed(ctx: _Ctx, plan: _Plan) -> tuple[Samples, Any, Any]:
             min_total_s=plan.min_total_s,
             pad=plan.pad,
             stop=plan.stop,
-            guard=_guard(ctx),
+            guard=throttle_guard(ctx.backend.device, ctx.settings.throttle_check, ctx.settings.gpu_index),
             flush=plan.flush,
             after_first=_first_sample_check(ctx),
         )

@@ -112,8 +112,8 @@ def collective_s(op: str, nbytes: float, ranks: int, busbw_gbps: float) -> float
 
 def load_busbw(spec: GpuSpec, db_path: Path | None = None) -> BusbwCurve | None:
     """The latest measured all-reduce curve on a GPU of ``spec``'s kind (≥ 2 ranks, checked rows), or None.
-    Read through the results history (the typed all-reduce rows of a collectives run: ``results[].multi``); a missing or damaged history
-    is no measurement (the datasheet figure is used instead), never an error of `plan`."""
+    Read through the results history (the typed all-reduce rows of a collectives run: ``results[].multi``); a
+    missing or damaged history is no measurement (the datasheet figure is used instead), never an error of `plan`."""
     from gpukit.errors import GpukitError
     from gpukit.history import open_history
 

@@ -195,7 +195,7 @@ def test_cold_rows_flush_one_call_per_sample_and_unknown_cache_measures_hot(monk
         fn = real(backend, cache)
         return lambda: (flushes.append(1), fn())
 
-    monkeypatch.setattr("gpukit.bench.harness.make_flush", counting)
+    monkeypatch.setattr("gpukit.bench.conditions.make_flush", counting)
     monkeypatch.setattr("gpukit.hardware.state.cache_bytes", lambda device, index=0: 1 << 20)
     w = get_workload("vector-add")
     size = w.parse_size("64KiB")
