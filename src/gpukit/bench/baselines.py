@@ -96,7 +96,16 @@ def classify_results(a: Result, b: Result) -> Verdict:
     """B against A from their timed samples (rows without samples: UNSURE)."""
     if not a.samples_s or not b.samples_s:
         return Verdict("UNSURE", math.nan, math.nan, "a side has no timed samples")
-    return classify(Spread.from_samples(a.samples_s), Spread.from_samples(b.samples_s))
+    return settled_same(classify(Spread.from_samples(a.samples_s), Spread.from_samples(b.samples_s)), a, b)
+
+
+def settled_same(v: Verdict, *rows: Result) -> Verdict:
+    """SAME only between rows that settled: a difference within the noise band of a row that never got down to its
+    noise target says the noise was large, not that the two are the same (a 3× difference on a machine whose samples
+    spread over 100 % is within the band)."""
+    if v.verdict == "SAME" and any(r.settled is False for r in rows):
+        return Verdict("UNSURE", v.change, v.band, f"{v.why}, but a row never settled (its noise was too large)")
+    return v
 
 
 @dataclass(frozen=True)
@@ -318,7 +327,7 @@ def _judge(b: dict[str, Any], r: Result, ratio: float, tol: float) -> tuple[str,
     stats = b.get("stats")
     if isinstance(stats, dict) and r.samples_s:
         try:
-            v = classify(Spread.from_dict(stats), Spread.from_samples(r.samples_s))
+            v = settled_same(classify(Spread.from_dict(stats), Spread.from_samples(r.samples_s)), r)
         except (KeyError, TypeError, ValueError):
             v = None
         if v is not None:

@@ -140,7 +140,7 @@ class GpukitBench:
 
     def _compare(self, r: Result, base: dict[str, Any]) -> None:
         """The row against its baseline, with the comparison every gpukit command uses (bench/verdict.py)."""
-        from gpukit.bench.baselines import StateDiffers, refuse_or_mark
+        from gpukit.bench.baselines import StateDiffers, refuse_or_mark, settled_same
         from gpukit.bench.verdict import Spread, classify
 
         if self._store.state is not None:
@@ -148,7 +148,7 @@ class GpukitBench:
                 refuse_or_mark(self._store.state, self._store.here(), self._store.force, "this run and its baseline")
             except StateDiffers as exc:
                 pytest.fail(f"gpukit_bench: {exc.message} (--gpukit-bench-force compares anyway)", pytrace=False)
-        v = classify(Spread.from_dict(base["stats"]), Spread.from_samples(r.samples_s))
+        v = settled_same(classify(Spread.from_dict(base["stats"]), Spread.from_samples(r.samples_s)), r)
         self._store.verdicts[f"{self.nodeid}::{r.backend}"] = v.verdict
         if v.verdict == "SLOWER" and v.change > self._store.tolerance_pct / 100:
             unit = _unit(r)

@@ -8,7 +8,8 @@ and a distribution-free 90 % confidence interval of its median (order statistics
 with ``d`` = median B / median A − 1 (time per call: positive means B is slower):
 
 * **SAME** — ``|d|`` is within the *noise band*: the larger of the two sides' interquartile ranges relative to their
-  median. A difference smaller than the middle half of either run's own samples is not a difference.
+  median. A difference smaller than the middle half of either run's own samples is not a difference. (Between
+  bench rows, a row that never settled at its noise target turns SAME into UNSURE: ``baselines.settled_same``.)
 * **SLOWER / FASTER** — ``|d|`` is beyond the band *and* the two medians' intervals do not overlap: the samples
   themselves say the medians differ.
 * **UNSURE** — beyond the band but the intervals overlap (too few or too noisy samples to tell), or a side has

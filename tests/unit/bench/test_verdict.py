@@ -115,3 +115,14 @@ def test_history_compare_and_baseline_use_the_one_comparison_and_refuse_another_
     assert check_baseline(same, doc, 0.0)[0].verdict == "SAME"
     with pytest.raises(StateDiffers):
         check_baseline(hot, doc, 0.0)
+
+
+def test_rows_that_never_settled_are_never_called_same() -> None:
+    a, b = _run(1e-3, 1), _run(1e-3, 2)
+    assert compare_runs(a, b)[0].verdict == "SAME"
+    b.results[0].settled = False  # its spread stayed above the noise target: within its band says little
+    row = compare_runs(a, b)[0]
+    assert row.verdict == "UNSURE" and "never settled" in (row.why or "")
+    slower = _run(1.05e-3, 3)
+    slower.results[0].settled = False
+    assert compare_runs(a, slower)[0].verdict == "SLOWER"  # beyond the band with intervals apart: still SLOWER
