@@ -35,19 +35,25 @@ def _one_state(nv: Any, index: int) -> dict[str, Any] | None:
     h = _nvml.handle(index)
     if h is None:
         return None
-    call = _nvml.call
-    limit = call(nv.nvmlDeviceGetEnforcedPowerLimit, h)
-    ecc = call(nv.nvmlDeviceGetEccMode, h)
-    mig = call(getattr(nv, "nvmlDeviceGetMigMode", None), h)
-    persistence = call(nv.nvmlDeviceGetPersistenceMode, h)
+
+    def read(name: str, *args: Any) -> Any:  # a function this pynvml lacks reads as unknown, like an unsupported one
+        return _nvml.call(getattr(nv, name, None), h, *args)
+
+    sm, mem = getattr(nv, "NVML_CLOCK_SM", 1), getattr(nv, "NVML_CLOCK_MEM", 2)
+    limit, ecc, mig = (
+        read("nvmlDeviceGetEnforcedPowerLimit"),
+        read("nvmlDeviceGetEccMode"),
+        read("nvmlDeviceGetMigMode"),
+    )
+    persistence = read("nvmlDeviceGetPersistenceMode")
     return {
         "index": index,
-        "name": _text(call(nv.nvmlDeviceGetName, h)),
-        "serial": _text(call(getattr(nv, "nvmlDeviceGetSerial", None), h)),
-        "uuid": _text(call(nv.nvmlDeviceGetUUID, h)),
-        "app_sm_clock_mhz": call(nv.nvmlDeviceGetApplicationsClock, h, nv.NVML_CLOCK_SM),
-        "app_mem_clock_mhz": call(nv.nvmlDeviceGetApplicationsClock, h, nv.NVML_CLOCK_MEM),
-        "max_sm_clock_mhz": call(nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM),
+        "name": _text(read("nvmlDeviceGetName")),
+        "serial": _text(read("nvmlDeviceGetSerial")),
+        "uuid": _text(read("nvmlDeviceGetUUID")),
+        "app_sm_clock_mhz": read("nvmlDeviceGetApplicationsClock", sm),
+        "app_mem_clock_mhz": read("nvmlDeviceGetApplicationsClock", mem),
+        "max_sm_clock_mhz": read("nvmlDeviceGetMaxClockInfo", sm),
         "power_limit_w": limit / 1000.0 if limit else None,
         "persistence_mode": bool(persistence) if persistence is not None else None,
         "ecc_enabled": bool(ecc[0]) if ecc else None,

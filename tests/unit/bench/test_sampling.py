@@ -232,3 +232,46 @@ def test_inputs_are_compared_bit_for_bit() -> None:
     nan = np.array([np.nan, 0.0], dtype=np.float32)
     assert same_bits(nan, nan.copy()) and not same_bits(nan, np.array([np.nan, -0.0], dtype=np.float32))
     assert same_bits(np.arange(3, dtype=np.int64), np.arange(3, dtype=np.int32))  # read back in another dtype
+
+
+class StateNvml(RecordedNvml):
+    """Adds what gpu_states reads; no serial or MIG function, as in an older pynvml."""
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 1
+
+    def nvmlDeviceGetName(self, h: int) -> str:
+        return "NVIDIA H200"
+
+    def nvmlDeviceGetUUID(self, h: int) -> bytes:
+        return b"GPU-1234"
+
+    def nvmlDeviceGetMaxClockInfo(self, h: int, kind: int) -> int:
+        return 1980
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
+        return 700_000
+
+    def nvmlDeviceGetPersistenceMode(self, h: int) -> int:
+        return 1
+
+    def nvmlDeviceGetEccMode(self, h: int) -> tuple[int, int]:
+        return (1, 1)
+
+
+def test_gpu_state_reads_what_a_comparison_matches_and_unknown_stays_none() -> None:
+    from gpukit.hardware.state import gpu_states
+
+    _nvml.use(StateNvml([HEALTHY]))
+    try:
+        (state,) = gpu_states()
+    finally:
+        _nvml.reset()
+    assert state == {"index": 0, "name": "NVIDIA H200", "serial": None, "uuid": "GPU-1234", "app_sm_clock_mhz": 1980,
+                     "app_mem_clock_mhz": 1980, "max_sm_clock_mhz": 1980, "power_limit_w": 700.0,
+                     "persistence_mode": True, "ecc_enabled": True, "mig_enabled": None}  # fmt: skip
+    _nvml.use(None, "no NVML here")
+    try:
+        assert gpu_states() == []
+    finally:
+        _nvml.reset()
