@@ -78,14 +78,14 @@ def _refuse(name: str, given: dict[str, Any]) -> None:
         raise ConfigError(f"bench {name} does not take {', '.join(unused)}", hint="see: gpukit bench --help")
 
 
-def run_multi(name: str, options: MultiOptions, as_json: bool, markdown: Path | None, db: Path | None,
-              no_save: bool) -> int:  # fmt: skip
-    """`gpukit bench NAME …` for a multi-GPU bench: request → runner.execute → save → tables."""
+def run_multi(name: str, options: MultiOptions, as_json: bool, markdown: Path | None, db: str | None,
+              no_save: bool, node: str | None = None) -> int:  # fmt: skip
+    """`gpukit bench NAME …` for a multi-GPU bench: request → runner.execute → save (under ``node``) → tables."""
     from gpukit.bench.runner import execute
 
     request = multi_request(name, options)
     table = _collective_tables if name in COLLECTIVES else _p2p_tables if name == "p2p" else _scaling_tables
-    return _finish(execute(request), as_json, markdown, db, no_save, table)
+    return _finish(execute(request), as_json, markdown, db, no_save, table, node)
 
 
 # ---- shared ----------------------------------------------------------------------------------------------------
@@ -95,9 +95,10 @@ def _command() -> str:
     return "gpukit " + " ".join(sys.argv[1:])
 
 
-def _finish(run: Any, as_json: bool, markdown: Path | None, db: Path | None, no_save: bool, table: Any) -> int:
+def _finish(run: Any, as_json: bool, markdown: Path | None, db: str | None, no_save: bool, table: Any,
+            node: str | None = None) -> int:  # fmt: skip
     """Save, print and judge a multi-GPU bench's :class:`~gpukit.bench.results.Run`, as `gpukit bench` does its own
-    (the same history save, the fallback file included)."""
+    (the same history save under ``node``, the fallback file included)."""
     from gpukit.bench.collectives.launch import under_torchrun
     from gpukit.bench.collectives.results import multi_doc, rows_of
 
@@ -111,7 +112,7 @@ def _finish(run: Any, as_json: bool, markdown: Path | None, db: Path | None, no_
         from gpukit.cli.bench import _save
         from gpukit.history import open_history
 
-        with open_history(db) as history:
+        with open_history(db, node=node) as history:
             _save(history, run)
     if markdown:
         from gpukit.cli.bench_render import write_output
@@ -129,6 +130,8 @@ def _finish(run: Any, as_json: bool, markdown: Path | None, db: Path | None, no_
             render.error(failure, hint="raise --timeout if the rank was only slow; its stderr is in the reason")
         if run.id is not None:
             render.console.print(f"saved as run {run.id} (gpukit report --run {run.id})", soft_wrap=True)
+    if not no_save and run.id is None:  # the store refused the run (kept in a file, said above): exit 2, as bench
+        return 2
     return 1 if any(r.status == "failed" for r in rows_of(run)) else 0
 
 
