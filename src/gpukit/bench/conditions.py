@@ -115,7 +115,8 @@ def cache_state(
     before each sample (the device's last-level cache size read from the hardware, only when it may be needed)."""
     from gpukit.hardware.state import cache_bytes
 
-    size = cache_bytes(backend.device, gpu_index) if mode != "hot" else None
+    needed = mode == "cold" or (mode == "auto" and called_once)  # read the hardware only when cold is possible
+    size = cache_bytes(backend.device, gpu_index) if needed else None
     cache, note = resolve_cache(mode, working_set_bytes, size, called_once)
     return cache, note, (make_flush(backend, size) if cache == "cold" and size else None)
 

@@ -167,17 +167,22 @@ def _gpu_row(settings: Settings, add: Any = None) -> Any:
 
 
 def test_a_gpu_row_discards_the_throttled_samples_and_counts_them(recorded: RecordedNvml, fake_gpu: None) -> None:
-    row = _gpu_row(Settings(repeats=5, warmup=1, budget_s=5.0, noise_target=0.0, cache="hot"))
+    row = _gpu_row(Settings(repeats=5, warmup=1, budget_s=5.0, noise_target=0.0, cache="hot", throttle_check=True))
     assert row.ok, row.reason
     assert row.discarded == {"throttled: hw_thermal_slowdown, sw_thermal_slowdown": 1,
                              "SM clock below 75% of the 1980 MHz application clock": 1}  # fmt: skip
     assert row.repeats == 5 and len(row.samples_s) == 5  # five clean samples, besides the two discarded
 
 
+def test_the_harness_alone_keeps_every_sample_and_the_fixed_count(recorded: RecordedNvml, fake_gpu: None) -> None:
+    row = _gpu_row(Settings(repeats=5, warmup=1, budget_s=5.0))  # a direct caller (the soak counts its calls)
+    assert row.ok and row.discarded == {} and row.repeats == 5 and row.stopped_by == "count"
+
+
 def test_a_row_with_too_few_clean_samples_says_why(fake_gpu: None) -> None:
     _nvml.use(RecordedNvml([THERMAL]))
     try:
-        row = _gpu_row(Settings(repeats=5, warmup=1, budget_s=5.0, max_time_s=0.2, cache="hot"))
+        row = _gpu_row(Settings(repeats=5, warmup=1, budget_s=5.0, max_time_s=0.2, cache="hot", throttle_check=True))
     finally:
         _nvml.reset()
     assert row.status == "failed" and row.kernel_median_s is None
