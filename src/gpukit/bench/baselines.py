@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpukit.bench.results import Result, Run
-from gpukit.bench.verdict import Spread, Verdict, classify, state_differences
+from gpukit.bench.verdict import Spread, Verdict, classify, model_state_differences, state_differences
 from gpukit.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -77,13 +77,21 @@ def _state(run: Run | dict[str, Any]) -> dict[str, Any]:
 
 
 def refuse_or_mark(
-    a: Run | dict[str, Any], b: Run | dict[str, Any], force: bool, what: str = "the two runs"
+    a: Run | dict[str, Any],
+    b: Run | dict[str, Any],
+    force: bool,
+    what: str = "the two runs",
+    scope: str = "machine",
 ) -> list[str]:
     """The hardware-state differences between ``a`` and ``b``; raises :class:`StateDiffers` when there are any
-    and ``force`` is not given."""
-    diffs = state_differences(_state(a), _state(b))
-    if diffs and not force:
-        shown = "; ".join(diffs[:6]) + (f"; and {len(diffs) - 6} more" if len(diffs) > 6 else "")
+    and ``force`` is not given. ``scope="model"`` (a baseline file: a reference for a GPU model, measured on
+    another machine) refuses only the differences of :func:`model_state_differences` and returns the rest to be
+    marked."""
+    sa, sb = _state(a), _state(b)
+    diffs = state_differences(sa, sb)
+    refused = model_state_differences(sa, sb) if scope == "model" else diffs
+    if refused and not force:
+        shown = "; ".join(refused[:6]) + (f"; and {len(refused) - 6} more" if len(refused) > 6 else "")
         raise StateDiffers(
             f"{what} were taken in different hardware states: {shown}",
             hint="compare runs of the same GPU, driver, clocks and versions, or pass --force to compare them anyway "
@@ -290,18 +298,19 @@ class BaselineCheck:
 
 
 def check_baseline(
-    run: Run, baseline: dict[str, Any], tolerance_pct: float, force: bool = False
+    run: Run, baseline: dict[str, Any], tolerance_pct: float, force: bool = False, scope: str = "machine"
 ) -> list[BaselineCheck]:
     """Every baseline row that this run measured (or tried to), classified by :func:`gpukit.bench.verdict.classify`
     against the baseline row's recorded samples: not ok when SLOWER by more than ``tolerance_pct`` (0: any SLOWER).
-    Raises :class:`StateDiffers` when the run's hardware state differs from the baseline's, unless ``force``.
+    Raises :class:`StateDiffers` when the run's hardware state differs from the baseline's, unless ``force``
+    (``scope``: see :func:`refuse_or_mark`).
 
     A baseline row without recorded samples is judged the old way: short when measured < expected × (1 − allowed),
     allowed the larger of ``tolerance_pct`` and that row's own spread. A baseline row this run did not attempt is
     "not run" (not a failure: run fewer workloads, check fewer rows); one whose backend is not available here is
     "skipped" (the CLI says "nothing to compare" when that is every row); one that ran and failed is "failed".
     """
-    differs = bool(refuse_or_mark(baseline, run, force, "this run and its baseline"))
+    differs = bool(refuse_or_mark(baseline, run, force, "this run and its baseline", scope))
     rows = {_key(r): r for r in run.results}
     checks = []
     for b in baseline["results"]:

@@ -31,11 +31,13 @@ from typing import Any
 __all__ = [
     "CONFIDENCE",
     "MIN_SAMPLES",
+    "MODEL_STATE_KEYS",
     "VERDICTS",
     "Spread",
     "Verdict",
     "classify",
     "median_interval",
+    "model_state_differences",
     "state_differences",
 ]
 
@@ -164,6 +166,31 @@ GPU_STATE_KEYS = (
     "ecc_enabled",
     "mig_enabled",
 )
+
+
+# What a reference for a GPU model (a shipped or another node's baseline file) must share with this machine: the
+# GPU model and the settings that change its figures. Serials, the host, the GPU count, the driver and the software
+# versions necessarily or usually differ between two machines of one model: they are marked, never refused.
+MODEL_STATE_KEYS = ("name", "app_sm_clock_mhz", "app_mem_clock_mhz", "max_sm_clock_mhz", "power_limit_w",
+                    "ecc_enabled", "mig_enabled")  # fmt: skip
+
+
+def model_state_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """The differences of :func:`state_differences` that matter between a machine and a reference for its GPU
+    model: the GPU models (as a set: a reference from an 8-GPU node judges a 1-GPU one) and, GPU by GPU, the keys
+    of :data:`MODEL_STATE_KEYS`."""
+    ma, mb = a.get("machine") or {}, b.get("machine") or {}
+    out: list[str] = []
+    na, nb = ma.get("gpu_names"), mb.get("gpu_names")
+    if na is not None and nb is not None and set(na) != set(nb):
+        out.append(f"gpu_names: {sorted(set(na))} vs {sorted(set(nb))}")
+    ga, gb = ma.get("gpu_state") or [], mb.get("gpu_state") or []
+    for i, (da, db) in enumerate(zip(ga, gb, strict=False)):
+        for key in MODEL_STATE_KEYS:
+            va, vb = da.get(key), db.get(key)
+            if va is not None and vb is not None and va != vb:
+                out.append(f"GPU {i} {key}: {va} vs {vb}")
+    return out
 
 
 def state_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:

@@ -280,7 +280,7 @@ def bench(
         from gpukit.bench.baselines import refuse_or_mark
         from gpukit.bench.runner import hardware_state
 
-        refuse_or_mark(baseline_doc, hardware_state(), force, "this machine and the baseline")
+        refuse_or_mark(baseline_doc, hardware_state(), force, "this machine and the baseline", _scope(baseline))
     run = _measured(request, db, no_save, node)
     if sweep:
         code = _report_sweep(run, as_json)
@@ -294,6 +294,12 @@ def _check_plan(request: BenchRequest) -> None:
     from gpukit.bench.runner import plan, resolve_workloads
 
     plan(resolve_workloads(request), request)
+
+
+def _scope(ref: str | None) -> str:
+    """A stored run (an id) was taken on this machine: every state difference counts. A baseline file (shipped or
+    written on another node) is a reference for a GPU model: only the model and its settings must match."""
+    return "machine" if ref is not None and ref.isdigit() else "model"
 
 
 def _load_baseline(ref: str, db: str | None) -> dict[str, Any]:
@@ -323,7 +329,7 @@ def _report(
     tol, force = judge
     checks: list[BaselineCheck] = []
     if baseline_doc is not None:
-        checks = compare.check_baseline(run, baseline_doc, tol, force=force)
+        checks = compare.check_baseline(run, baseline_doc, tol, force=force, scope=_scope(baseline))
     if write_baseline:
         write_output(write_baseline, render.to_json(compare.baseline_from_run(run, run.settings.get("command"))) + "\n")
     if markdown:

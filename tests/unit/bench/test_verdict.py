@@ -126,3 +126,21 @@ def test_rows_that_never_settled_are_never_called_same() -> None:
     slower = _run(1.05e-3, 3)
     slower.results[0].settled = False
     assert compare_runs(a, slower)[0].verdict == "SLOWER"  # beyond the band with intervals apart: still SLOWER
+
+
+def test_a_baseline_file_is_a_reference_for_the_gpu_model_not_for_one_machine() -> None:
+    """`--baseline h200` on another H200 (another serial, host, GPU count, driver or torch): compared and marked;
+    another GPU model or other application clocks: still refused."""
+    doc = baseline_from_run(_run(1e-3, 1))
+    doc["machine"] = {**doc["machine"], "gpu_count": 2, "gpu_names": ["NVIDIA H200", "NVIDIA H200"]}
+    other_node = _run(1e-3, 2, serial="1650924060999")
+    other_node.machine = {**other_node.machine, "driver_version": "580.1", "gpu_count": 1, "gpu_names": ["NVIDIA H200"]}
+    other_node.versions = {"torch": "2.12"}
+    with pytest.raises(StateDiffers):  # the machine scope (a stored run of this machine) refuses all of it
+        check_baseline(other_node, doc, 0.0)
+    check = check_baseline(other_node, doc, 0.0, scope="model")[0]
+    assert check.verdict == "SAME" and check.state_differs
+    with pytest.raises(StateDiffers, match="app_sm_clock_mhz"):
+        check_baseline(_run(1e-3, 3, app_sm_clock_mhz=1500), doc, 0.0, scope="model")
+    with pytest.raises(StateDiffers, match="name: NVIDIA H200 vs NVIDIA H100"):
+        check_baseline(_run(1e-3, 4, name="NVIDIA H100"), doc, 0.0, scope="model")
