@@ -49,14 +49,16 @@ def p2p_check(thresholds: Thresholds) -> dict[str, Any]:
 def allreduce_check(device: str, ranks: int) -> dict[str, Any]:
     """One all-reduce of :data:`ALLREDUCE_BYTES` across ``ranks`` ranks (NCCL on CUDA, gloo on the CPU)."""
     from gpukit.bench.collectives.api import CollectiveRequest, run_collectives
+    from gpukit.bench.collectives.results import CollectiveRow, rows_of
 
     size = ALLREDUCE_BYTES[device]
     req = CollectiveRequest(ops=("allreduce",), device=device, ranks=ranks, sizes=(size,), quick=True,
                             repeats=5, timeout_s=90.0, graph=False)  # fmt: skip
     run = run_collectives(req)
-    row = next((r for r in run.rows if r.graph == "per-call"), run.rows[0] if run.rows else None)
+    rows = [r for r in rows_of(run) if isinstance(r, CollectiveRow)]
+    row = next((r for r in rows if r.graph == "per-call"), rows[0] if rows else None)
     if row is None:
-        return {"status": "failed", "reason": run.failure or "no row came back", "ranks": ranks}
+        return {"status": "failed", "reason": run.settings.get("failure") or "no row came back", "ranks": ranks}
     status = "ok" if row.ok else ("unavailable" if row.status == "unavailable" else "failed")
     return {"status": status, "reason": row.reason, "ranks": row.ranks, "backend": row.backend,
             "size_bytes": row.size_bytes, "check": row.check, "algbw_gbps": row.algbw_gbps,
