@@ -42,13 +42,12 @@ def _list(db: Path | None, limit: int, as_json: bool) -> int:
             _clip(r.hostname or render.NA, 10),
             _clip((r.gpu or "—").removeprefix("NVIDIA "), 10),
             _clip(" ".join(r.workloads) + (" (quick)" if r.quick else ""), 20),
-            f"{r.n_ok}/{r.n_total}",
+            f"{r.n_ok} of {r.n_total}",  # rows skipped here (a GPU backend on a CPU machine) are not failures
         ]
         for r in runs
     ]
-    render.console.print(
-        render.table(["id", "started (UTC)", "host", "GPU", "workloads", "ok"], rows, title=f"Runs in {store.path}")
-    )
+    columns = ["id", "started (UTC)", "host", "GPU", "workloads", "rows measured"]
+    render.print_table(columns, rows, title=f"Runs in {store.path}", optional=["host"])
     render.console.print("[dim]gpukit history show ID · gpukit history compare A B · --json for every field[/]")
     return 0
 
@@ -104,23 +103,19 @@ def compare(
                 c.verdict,
             ]
         )
-    render.console.print(
-        render.table(
-            [
-                "workload",
-                "backend",
-                "device",
-                "size",
-                f"A (run {run_a})",
-                f"B (run {run_b})",
-                "B/A",
-                "spread",
-                "verdict",
-            ],
-            table_rows,
-            title="Comparison (throughput; a change within the spread is noise)",
-        )
-    )
+    columns = [
+        "workload",
+        "backend",
+        "device",
+        "size",
+        f"A (run {run_a})",
+        f"B (run {run_b})",
+        "B/A",
+        "spread",
+        "verdict",
+    ]
+    title = "Comparison (throughput; a change within the spread is noise)"
+    render.print_table(columns, table_rows, title=title, optional=["device", "spread"])
     return 0
 
 

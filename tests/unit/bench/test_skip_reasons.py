@@ -85,8 +85,9 @@ def test_rows_saved_before_skip_cause_are_read_from_their_reason(monkeypatch: py
 
 def test_a_long_reason_is_shown_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     reason = "estimated 26.3 s per call (~132 s to measure) exceeds the 10 s budget"
-    rows = [Result("mandelbrot", "torch-cpu", "cpu", "1536x1024x20", status="skipped", reason=reason,
-                   hint="pick a smaller --size for this backend, or raise --budget", skip_cause="estimate")]  # fmt: skip
+    hint = "pick a smaller --size for this backend, or raise --budget"
+    rows = [Result("mandelbrot", "torch-cpu", "cpu", "1536x1024x20", status="skipped", reason=reason, hint=hint,
+                   skip_cause="estimate")]  # fmt: skip
     text = _printed(Run(started_at="2026-12-01T00:00:00Z", results=rows), monkeypatch, width=200)
     assert "skipped ¹" in text
     assert f"¹ skipped: {reason} — hint: pick a smaller --size for this backend, or raise --budget" in text
