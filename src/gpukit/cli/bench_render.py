@@ -104,6 +104,26 @@ def reason_notes(results: list[Result]) -> list[str]:
 LAUNCH_MARK = "‡"
 
 
+# An estimate this far from the measured call (either way) is shown under the table: estimates decide skips.
+ESTIMATE_OFF = 3.0
+
+
+def estimate_notes(results: list[Result]) -> list[str]:
+    """One line per measured row whose pre-measurement estimate (``estimate_s``) was off by ``ESTIMATE_OFF``× or
+    more from its measured call: the skips its estimator decides may be wrong the same way."""
+    lines = []
+    for r in results:
+        if not (r.ok and r.estimate_s and r.call_s):
+            continue
+        ratio = r.estimate_s / r.call_s
+        if ratio >= ESTIMATE_OFF or ratio <= 1 / ESTIMATE_OFF:
+            lines.append(
+                f"{r.workload} {r.backend} {r.size}: estimated {render.fmt_seconds(r.estimate_s)} per call before "
+                f"measuring, measured {render.fmt_seconds(r.call_s)} ({ratio:.2g}×): skips on this estimate may be off"
+            )
+    return lines
+
+
 def launch_note(results: list[Result]) -> str | None:
     """The footnote for rows whose host launch outlasts the kernel, or None when there are none."""
     bound = [r for r in results if r.launch_bound]
@@ -243,7 +263,7 @@ def print_run(run: Run) -> None:
     shown, gone = folded(run.results)
     render.print_table(RESULT_COLUMNS, results_rows(shown), title="Results (speedup: kernel vs best CPU)",
                        optional=OPTIONAL_COLUMNS)  # fmt: skip
-    for line in reason_notes(shown):
+    for line in reason_notes(shown) + estimate_notes(shown):
         render.sized().print(f"[dim]{escape(line)}[/]")
     if note := launch_note(run.results):
         render.console.print(f"[dim]{note}[/]")

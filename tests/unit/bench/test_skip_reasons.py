@@ -93,3 +93,17 @@ def test_a_long_reason_is_shown_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     assert f"¹ skipped: {reason} — hint: pick a smaller --size for this backend, or raise --budget" in text
     md = bench_render.to_markdown(Run(started_at="2026-12-01T00:00:00Z", results=rows))
     assert reason in md and "skipped ¹" in md
+
+
+def test_an_estimate_far_from_the_measured_call_is_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    def row(backend: str, estimate: float) -> Result:
+        times = {"kernel_median_s": 1.03, "kernel_min_s": 1.0, "kernel_max_s": 1.1, "estimate_s": estimate}
+        return Result("mandelbrot", backend, "cpu", "1536x1024x20", giter_per_s=0.01, throughput_unit="giter_per_s",
+                      **times)  # fmt: skip
+
+    run = Run(started_at="2026-12-01T00:00:00Z", results=[row("torch-cpu", 26.3), row("numpy", 1.2)])
+    text = " ".join(_printed(run, monkeypatch).split())
+    assert (
+        "mandelbrot torch-cpu 1536x1024x20: estimated 26.3 s per call before measuring, measured 1.03 s (26×)" in text
+    )
+    assert "numpy 1536x1024x20: estimated" not in text  # within 3× of what was measured

@@ -224,3 +224,8 @@ def test_keda_namespace_follows_namespace_option_or_kubectl(run_cli, model, tmp_
     monkeypatch.setattr(deploy, "SERVICE_ACCOUNT_NS", str(pod_ns))  # run inside a pod: its own namespace
     _write(run_cli, model, tmp_path / "c")
     assert 'namespace="serving"' in _query(tmp_path / "c")
+
+
+def test_docs_name_the_images_deploy_writes():
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "serve.md").read_text()
+    assert deploy.CUDA_BASE in doc and deploy.CPU_BASE in doc
