@@ -114,3 +114,14 @@ def test_piped_output_has_a_fixed_width(two_runs: Path, monkeypatch: pytest.Monk
     widths = [cell_len(line) for line in result.stdout.splitlines()]
     assert max(widths) <= render.PIPED_WIDTH
     assert any(w > 80 for w in widths)  # the results table uses the piped width, not rich's 80 for a pipe
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_history_list_counts_rows_measured_not_failures(
+    monkeypatch: pytest.MonkeyPatch, two_runs: Path, width: int
+) -> None:
+    from gpukit.cli.history import list_runs
+
+    text = _print(monkeypatch, width, lambda: list_runs(db=two_runs, limit=10, as_json=False))
+    _assert_fits(text, width, ["rows measured"])
+    assert "3 of 4" in text and "┃ ok" not in text  # 3 measured, 1 skipped on its estimate: not "ok 3/4"
