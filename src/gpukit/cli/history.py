@@ -41,13 +41,14 @@ def _list(db: Path | None, limit: int, as_json: bool) -> int:
             r.started_at.replace("T", " ").rstrip("Z")[2:16],  # "26-12-01 09:27": the table fits 80 columns
             _clip(r.hostname or render.NA, 10),
             _clip((r.gpu or "—").removeprefix("NVIDIA "), 10),
-            _clip(" ".join(r.workloads) + (" (quick)" if r.quick else ""), 20),
-            f"{r.n_ok} of {r.n_total}",  # rows skipped here (a GPU backend on a CPU machine) are not failures
+            _clip(" ".join(r.workloads) + (" (quick)" if r.quick else ""), 17),
+            f"{r.n_ok}/{r.n_total}",  # rows skipped here (a GPU backend on a CPU machine) are not failures
         ]
         for r in runs
     ]
-    columns = ["id", "started (UTC)", "host", "GPU", "workloads", "rows measured"]
+    columns = ["id", "started (UTC)", "host", "GPU", "workloads", "measured"]
     render.print_table(columns, rows, title=f"Runs in {store.path}", optional=["host"])
+    render.console.print("[dim]measured: rows with a verified result, of all rows (skipped rows are not failures)[/]")
     render.console.print("[dim]gpukit history show ID · gpukit history compare A B · --json for every field[/]")
     return 0
 

@@ -123,5 +123,6 @@ def test_history_list_counts_rows_measured_not_failures(
     from gpukit.cli.history import list_runs
 
     text = _print(monkeypatch, width, lambda: list_runs(db=two_runs, limit=10, as_json=False))
-    _assert_fits(text, width, ["rows measured"])
-    assert "3 of 4" in text and "┃ ok" not in text  # 3 measured, 1 skipped on its estimate: not "ok 3/4"
+    _assert_fits(text, width, ["measured"])
+    assert "rows with a verified result, of all rows (skipped rows are not failures)" in " ".join(text.split())
+    assert "3/4" in text and "┃ ok" not in text  # 3 measured, 1 skipped on its estimate: not "ok 3/4"

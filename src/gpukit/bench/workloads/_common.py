@@ -61,26 +61,29 @@ _CALIBRATION: dict[str, float] = {}
 # Calibration calls per key, and the time after which no further one is made. Noise on a shared machine only ever
 # adds time (another process takes the core, a thread pool wakes late), so the fastest of a few calls is the
 # estimate: one stalled call, extrapolated, once made a torch-cpu Mandelbrot frame "26 s" that measured 1 s.
-CALIBRATION_CALLS = 3
+CALIBRATION_CALLS = (3, 10)  # at least, at most
+CALIBRATION_MIN_S = 0.1  # fast calls repeat until they add up to this (a stall is a few ms: one clean call is enough)
 CALIBRATION_CAP_S = 1.0
 
 
 def calibrated_seconds_per_unit(
     key: str, run_small: Callable[[], Any], units_small: float, warm: Callable[[], Any] | None = None
 ) -> float:
-    """Seconds per unit of work of a slow implementation, from the fastest of ``CALIBRATION_CALLS`` timed calls at
-    a small size (cached per key; two calls when they took ``CALIBRATION_CAP_S``: one call alone is no estimate);
+    """Seconds per unit of work of a slow implementation, from the fastest of several timed calls at a small size
+    (cached per key): at least ``CALIBRATION_CALLS[0]`` and on until they add up to ``CALIBRATION_MIN_S``, at most
+    ``CALIBRATION_CALLS[1]``; only two once they took ``CALIBRATION_CAP_S`` (one call alone is no estimate).
     ``warm`` runs first, untimed, so imports and first-call costs do not inflate the estimate."""
     if key not in _CALIBRATION:
         if warm is not None:
             warm()
         best, spent = math.inf, 0.0
-        for n in range(1, CALIBRATION_CALLS + 1):
+        fewest, most = CALIBRATION_CALLS
+        for n in range(1, most + 1):
             t0 = time.perf_counter()
             run_small()
             took = time.perf_counter() - t0
             best, spent = min(best, took), spent + took
-            if n >= 2 and spent >= CALIBRATION_CAP_S:
+            if (n >= 2 and spent >= CALIBRATION_CAP_S) or (n >= fewest and spent >= CALIBRATION_MIN_S):
                 break
         _CALIBRATION[key] = best / units_small
     return _CALIBRATION[key]
