@@ -208,8 +208,10 @@ RESULT_COLUMNS = (
 )
 
 
-# Left out, in this order, when the results table does not fit the terminal (--json and --markdown keep them).
+# Left out, in this order, when the results table does not fit the terminal (--json and --markdown keep them);
+# the last two only when wrapped cells do not fit either ("check" first: a failed row says so in the kernel column).
 OPTIONAL_COLUMNS = ("device", "transfers (h2d + d2h)", "first call", "% of ceiling")
+LAST_RESORT_COLUMNS = ("check", "speedup")
 
 
 def ceilings_rows(c: Ceilings) -> list[list[str]]:
@@ -262,7 +264,7 @@ def print_run(run: Run) -> None:
     render.print_table(["ceiling", "measured (this run)", spec], ceilings_rows(c), title="Ceilings")
     shown, gone = folded(run.results)
     render.print_table(RESULT_COLUMNS, results_rows(shown), title="Results (speedup: kernel vs best CPU)",
-                       optional=OPTIONAL_COLUMNS)  # fmt: skip
+                       optional=OPTIONAL_COLUMNS, last_resort=LAST_RESORT_COLUMNS)  # fmt: skip
     for line in reason_notes(shown) + estimate_notes(shown):
         render.sized().print(f"[dim]{escape(line)}[/]")
     if note := launch_note(run.results):

@@ -180,14 +180,17 @@ def print_table(
     *,
     title: str | None = None,
     optional: Sequence[str] = (),
+    last_resort: Sequence[str] = (),
     target: Console | None = None,
 ) -> None:
     """Print a table that fits the width (:func:`table_width`) without cutting a word. In order of preference: every
-    cell on one line (headers may wrap), leaving out the ``optional`` columns one by one as needed (a dim line names
-    them); then cells wrapped at spaces; then each row as a block of ``column  value`` lines."""
+    cell on one line, leaving out the ``optional`` columns one by one as needed; then cells wrapped at spaces, with
+    as few of those left out as will do; then also the ``last_resort`` columns, one by one; then each row as a block
+    of ``column  value`` lines. Headers may wrap; a dim line names the columns left out."""
     out = sized(target)
     cells = [[cell if isinstance(cell, str) else fmt(cell) for cell in row] for row in rows]
-    choice = _choose(list(columns), cells, [c for c in optional if c in columns], out.width)
+    choice = _choose(list(columns), cells, [c for c in optional if c in columns],
+                     [c for c in last_resort if c in columns], out.width)  # fmt: skip
     if choice is None:
         out.print(_stacked(columns, cells, title))
         return
@@ -204,16 +207,21 @@ def print_table(
 
 
 def _choose(
-    columns: list[str], cells: list[list[str]], optional: list[str], width: int
+    columns: list[str], cells: list[list[str]], optional: list[str], last: list[str], width: int
 ) -> tuple[list[str], list[int]] | None:
-    """The columns to show and their widths: the first of (all, all but the first optional, …) that fits with cells
-    on one line, else the fewest columns with cells wrapped; None when even that does not fit."""
-    sets = [[c for c in columns if c not in optional[:k]] for k in range(len(optional) + 1)]
-    for wrap, candidates in ((False, sets), (True, sets[-1:])):
-        for keep in candidates:
-            sub = [[row[columns.index(c)] for c in keep] for row in cells]
-            if (widths := fit_widths(keep, sub, width, wrap)) is not None:
-                return keep, widths
+    """The columns to show and their widths, trying in the order :func:`print_table` gives; None when none fits."""
+
+    def without(gone: list[str]) -> list[str]:
+        return [c for c in columns if c not in gone]
+
+    first = [without(optional[:k]) for k in range(len(optional) + 1)]
+    tries = [(keep, False) for keep in first] + [(keep, True) for keep in first]
+    for k in range(1, len(last) + 1):
+        tries += [(without(optional + last[:k]), False), (without(optional + last[:k]), True)]
+    for keep, wrap in tries:
+        sub = [[row[columns.index(c)] for c in keep] for row in cells]
+        if (widths := fit_widths(keep, sub, width, wrap)) is not None:
+            return keep, widths
     return None
 
 
