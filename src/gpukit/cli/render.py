@@ -155,17 +155,20 @@ def _widths(cells: Iterable[str]) -> tuple[int, int]:
     return max(words, default=1), max(lines, default=1)
 
 
-def fit_widths(
-    columns: Sequence[str], rows: Sequence[Sequence[str]], width: int, wrap: bool = True
-) -> list[int] | None:
+def _measure(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Per column: (longest word, longest line) of its header and of its cells."""
+    heads = [_widths([escape(name)]) for name in columns]
+    bodies = [_widths([row[i] for row in rows]) if rows else (1, 1) for i in range(len(columns))]
+    return list(zip(heads, bodies, strict=True))
+
+
+def _fit(measures: Sequence[tuple[tuple[int, int], tuple[int, int]]], width: int, wrap: bool) -> list[int] | None:
     """Each column's width so that the table (heavy head, one space of padding each side) fits ``width`` columns
     and no word is cut, or None. Headers may wrap; cells wrap only with ``wrap``, the widest columns first and
     none below its longest word."""
-    heads = [_widths([escape(name)]) for name in columns]
-    bodies = [_widths([row[i] for row in rows]) if rows else (1, 1) for i in range(len(columns))]
-    lows = [max(h[0], b[0] if wrap else b[1]) for h, b in zip(heads, bodies, strict=True)]
-    widths = [max(h[1], b[1]) for h, b in zip(heads, bodies, strict=True)]
-    room = width - 3 * len(columns) - 1
+    lows = [max(h[0], b[0] if wrap else b[1]) for h, b in measures]
+    widths = [max(h[1], b[1]) for h, b in measures]
+    room = width - 3 * len(measures) - 1
     if sum(lows) > room:
         return None
     while sum(widths) > room:
@@ -218,9 +221,9 @@ def _choose(
     tries = [(keep, False) for keep in first] + [(keep, True) for keep in first]
     for k in range(1, len(last) + 1):
         tries += [(without(optional + last[:k]), False), (without(optional + last[:k]), True)]
+    measured = dict(zip(columns, _measure(columns, cells), strict=True))  # once: a sweep has hundreds of rows
     for keep, wrap in tries:
-        sub = [[row[columns.index(c)] for c in keep] for row in cells]
-        if (widths := fit_widths(keep, sub, width, wrap)) is not None:
+        if (widths := _fit([measured[c] for c in keep], width, wrap)) is not None:
             return keep, widths
     return None
 
