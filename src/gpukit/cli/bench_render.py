@@ -36,6 +36,8 @@ CSV_FIELDS = (
     "size",
     "status",
     "reason",
+    "skip_cause",
+    "estimate_s",
     "dtype",
     "check",
     "error",

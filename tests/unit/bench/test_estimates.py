@@ -108,3 +108,20 @@ def test_rows_without_an_estimator_record_none() -> None:
 
 def _add(inputs: Mapping[str, Any], out: Any, size: Any) -> None:
     np.add(inputs["a"], inputs["b"], out=out)
+
+
+def test_csv_carries_the_estimate_and_the_skip_cause() -> None:
+    import csv
+    import io
+
+    from gpukit.bench.results import Result
+    from gpukit.cli.bench_render import to_csv
+
+    rows = [
+        Result("mandelbrot", "python", "cpu", "4096x4096x1000", status="skipped", reason="estimated 900 s per call",
+               skip_cause="estimate", estimate_s=900.0),
+        Result("mandelbrot", "numpy", "cpu", "1536x1024x20", kernel_median_s=0.14, estimate_s=0.12),
+    ]  # fmt: skip
+    read = list(csv.DictReader(io.StringIO(to_csv(rows))))
+    assert [(r["skip_cause"], float(r["estimate_s"])) for r in read] == [("estimate", 900.0), ("", 0.12)]
+    assert read[1]["kernel_median_s"] == "0.14"
