@@ -20,7 +20,7 @@ import typer
 from gpukit.bench.harness import CALL_TIMEOUT_S
 from gpukit.cli import render
 from gpukit.cli.bench_render import print_baseline, print_crossovers, print_run, to_csv, to_markdown, write_output
-from gpukit.cli.history import DB_HELP
+from gpukit.cli.history import db_option, node_option
 
 if TYPE_CHECKING:
     from gpukit.bench.baselines import BaselineCheck
@@ -113,34 +113,34 @@ def _progress_callback(rearm: Callable[[], None] | None = None) -> tuple[Any, An
     return bar, callback
 
 
-def _open_history(db: Path | None, no_save: bool) -> History | None:
+def _open_history(db: str | None, no_save: bool, node: str | None) -> History | None:
     """The history, validated before anything is measured (a bad --db costs milliseconds, not a run)."""
     if no_save:
         return None
     from gpukit.history import open_history
 
-    return open_history(db)
+    return open_history(db, node=node)
 
 
 def _save(history: History, run: Run) -> None:
-    """Save ``run``; if that fails (disk full, a lock held past the busy timeout), write it beside the history as
-    JSON and say how to import it — a measured run is never thrown away."""
-    from gpukit.errors import StoreError
-    from gpukit.history import write_fallback
+    """Save ``run``; if that fails (disk full, a lock held past the busy timeout, a store refusing writes), write it
+    beside the history as JSON and say how to import it — a measured run is never thrown away; the command then
+    exits 2 after its report."""
+    from gpukit.history import save_or_keep
 
-    try:
-        run.id = history.save_run(run.to_dict())
-    except StoreError as exc:
-        kept = write_fallback(history.path, "bench_run", run.to_dict())
+    run_id, kept, exc = save_or_keep(history, "bench_run", run.to_dict())
+    if exc is not None:
         render.error(f"{exc.message}; the run was written to {kept}", hint=f"gpukit history import {kept}")
+    else:
+        run.id = run_id
 
 
-def _measured(request: BenchRequest, db: Path | None, no_save: bool) -> Run:
+def _measured(request: BenchRequest, db: str | None, no_save: bool, node: str | None) -> Run:
     """Open the history, run the request with the progress display and the interrupt handling, then save the run
     (still under the handler, so a second Ctrl-C does not cut the save short)."""
     from gpukit.bench.runner import execute
 
-    history = _open_history(db, no_save)
+    history = _open_history(db, no_save, node)
     _quiet_warnings()
     try:
         with _interruptible() as rearm:
@@ -184,7 +184,8 @@ def bench(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the run as JSON (see docs/bench-json.md)."),
     as_csv: bool = typer.Option(False, "--csv", help="Print the result rows as CSV."),
-    db: Path = typer.Option(None, "--db", help=DB_HELP),
+    db: str = db_option(),
+    node: str = node_option(),
     no_save: bool = typer.Option(False, "--no-save", help="Do not record this run in the history."),
 ) -> int:
     """Measure workloads on CPU and GPU through every available backend; print only verified numbers."""
@@ -232,10 +233,12 @@ def bench(
     _check_plan(request)  # unknown workloads, backends and sizes before the history or the ceilings are touched
     # Before measuring: a wrong --baseline must not cost a whole run (and a run id is read before this run is saved).
     baseline_doc = _load_baseline(baseline, db) if baseline else None
-    run = _measured(request, db, no_save)
+    run = _measured(request, db, no_save, node)
     if sweep:
-        return _report_sweep(run, as_json)
-    return _report(run, baseline, baseline_doc, tol, write_baseline, markdown, save_image, as_json, as_csv)
+        code = _report_sweep(run, as_json)
+    else:
+        code = _report(run, baseline, baseline_doc, tol, write_baseline, markdown, save_image, as_json, as_csv)
+    return 2 if not no_save and run.id is None else code  # the store refused the run (kept in a file): exit 2
 
 
 def _check_plan(request: BenchRequest) -> None:
@@ -244,7 +247,7 @@ def _check_plan(request: BenchRequest) -> None:
     plan(resolve_workloads(request), request)
 
 
-def _load_baseline(ref: str, db: Path | None) -> dict[str, Any]:
+def _load_baseline(ref: str, db: str | None) -> dict[str, Any]:
     from gpukit.bench import baselines as compare
 
     if not ref.isdigit():

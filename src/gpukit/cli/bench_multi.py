@@ -14,6 +14,7 @@ import typer
 from typer.core import TyperCommand
 
 from gpukit.cli import render
+from gpukit.cli.history import db_option, node_option
 
 __all__ = ["MULTI_COMMANDS", "MultiDispatch", "run_multi"]
 
@@ -56,7 +57,8 @@ def _command() -> str:
     return "gpukit " + " ".join(sys.argv[1:])
 
 
-def _finish(run: Any, as_json: bool, markdown: Path | None, db: Path | None, no_save: bool, table: Any) -> int:
+def _finish(run: Any, as_json: bool, markdown: Path | None, db: str | None, no_save: bool, table: Any,
+            node: str | None = None) -> int:  # fmt: skip
     from gpukit.bench.collectives.launch import under_torchrun
 
     if under_torchrun():
@@ -67,7 +69,7 @@ def _finish(run: Any, as_json: bool, markdown: Path | None, db: Path | None, no_
     if not no_save:
         from gpukit.bench.collectives.history import save_multi_run
 
-        save_multi_run(run, db, _command())
+        save_multi_run(run, db, _command(), node)
     if markdown:
         from gpukit.cli.bench_render import write_output
 
@@ -153,7 +155,8 @@ def _collective(op: str) -> Any:
         no_graph: bool = typer.Option(False, "--no-graph", help="Skip the CUDA-graph-captured rows."),
         as_json: bool = typer.Option(False, "--json", help="Print the run as JSON (docs/multi-gpu.md)."),
         markdown: Path = typer.Option(None, "--markdown", help="Also write the table as Markdown to this file."),
-        db: Path = typer.Option(None, "--db", help="Results history file (default: $GPUKIT_DB or ~/.local/share)."),
+        db: str = db_option(),
+        node: str = node_option(),
         no_save: bool = typer.Option(False, "--no-save", help="Do not record this run in the history."),
     ) -> int:
         from gpukit.bench.collectives.api import CollectiveRequest, parse_sizes, run_collectives
@@ -161,7 +164,7 @@ def _collective(op: str) -> Any:
         dev = device or _default_device()
         req = CollectiveRequest((op,), dev, ranks, tuple(parse_sizes(size or [])), tuple(dtype or ["fp32"]), quick,
                                 repeat, timeout, not no_graph)  # fmt: skip
-        return _finish(run_collectives(req), as_json, markdown, db, no_save, _collective_tables)
+        return _finish(run_collectives(req), as_json, markdown, db, no_save, _collective_tables, node)
 
     command.__doc__ = (f"Measure {op} through torch.distributed: time, algbw and busbw per size, every result "
                        "checked exactly; on CUDA also a captured CUDA graph of the loop.")  # fmt: skip
@@ -221,7 +224,8 @@ def p2p(
     repeat: int = typer.Option(10, "--repeat", "-n", min=1, help="Timed samples per row."),
     as_json: bool = typer.Option(False, "--json", help="Print the run as JSON (docs/multi-gpu.md)."),
     markdown: Path = typer.Option(None, "--markdown", help="Also write the table as Markdown to this file."),
-    db: Path = typer.Option(None, "--db", help="Results history file (default: $GPUKIT_DB or ~/.local/share)."),
+    db: str = db_option(),
+    node: str = node_option(),
     no_save: bool = typer.Option(False, "--no-save", help="Do not record this run in the history."),
 ) -> int:
     """Copy bandwidth and latency for every GPU pair, one way and both ways, peer access on and off, beside the
@@ -238,7 +242,7 @@ def p2p(
     run = MultiRun("p2p", datetime.now(UTC).isoformat(timespec="seconds"), {"size_bytes": nbytes, "repeats": repeat})
     run.rows = run_p2p(nbytes, repeat)
     run.duration_s = time.perf_counter() - t0
-    return _finish(run, as_json, markdown, db, no_save, _p2p_tables)
+    return _finish(run, as_json, markdown, db, no_save, _p2p_tables, node)
 
 
 # ---- scaling ---------------------------------------------------------------------------------------------------
@@ -275,11 +279,12 @@ def scaling(
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds without progress before a rank is hung."),
     as_json: bool = typer.Option(False, "--json", help="Print the run as JSON (docs/multi-gpu.md)."),
     markdown: Path = typer.Option(None, "--markdown", help="Also write the table as Markdown to this file."),
-    db: Path = typer.Option(None, "--db", help="Results history file (default: $GPUKIT_DB or ~/.local/share)."),
+    db: str = db_option(),
+    node: str = node_option(),
     no_save: bool = typer.Option(False, "--no-save", help="Do not record this run in the history."),
 ) -> int:
     """DDP training with the trainer's own step on 1, 2, 4 … N ranks: images/s and scaling efficiency."""
     from gpukit.bench.collectives.scaling import ScalingRequest, run_scaling
 
     req = ScalingRequest(model, device or _default_device(), max_gpus, batch, image_size, steps, timeout, quick)
-    return _finish(run_scaling(req), as_json, markdown, db, no_save, _scaling_tables)
+    return _finish(run_scaling(req), as_json, markdown, db, no_save, _scaling_tables, node)

@@ -110,7 +110,7 @@ def collective_s(op: str, nbytes: float, ranks: int, busbw_gbps: float) -> float
 # ---- busbw: measured, else datasheet -------------------------------------------------------------------------
 
 
-def load_busbw(spec: GpuSpec, db_path: Path | None = None) -> BusbwCurve | None:
+def load_busbw(spec: GpuSpec, db_path: str | Path | None = None) -> BusbwCurve | None:
     """The latest measured all-reduce curve on a GPU of ``spec``'s kind (≥ 2 ranks, checked rows), or None.
     Read through the results history (``settings → multi_gpu`` of a collectives run); a missing or damaged history
     is no measurement (the datasheet figure is used instead), never an error of `plan`."""
@@ -209,7 +209,7 @@ def infer_terms(model: ModelSpec, s: PlanSettings, curve: BusbwCurve) -> list[Co
 
 
 def estimate_comm(
-    model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, time: Any, spec: GpuSpec, db_path: Path | None = None
+    model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, time: Any, spec: GpuSpec, db_path: str | Path | None = None
 ) -> CommEstimate | None:
     """The communication term for a plan on ``spec`` GPUs (None for one GPU). ``time`` is the TimeEstimate."""
     del mem  # the terms need the unsharded state bytes, which memory's breakdown has already divided

@@ -75,10 +75,14 @@ def test_history_show_fits(monkeypatch: pytest.MonkeyPatch, width: int) -> None:
     assert "estimated 26.3 s per call (~132 s to measure) exceeds the 10 s budget" in " ".join(text.split())
 
 
-def _compare(db: Path) -> None:
-    from gpukit.cli.history import compare
+def _cli(*argv: str) -> None:
+    from gpukit.cli import main
 
-    compare(1, 2, db=db, as_json=False)
+    assert main(list(argv)) == 0
+
+
+def _compare(db: Path) -> None:
+    _cli("history", "compare", "1", "2", "--db", str(db))
 
 
 @pytest.fixture
@@ -123,9 +127,7 @@ def test_piped_output_has_a_fixed_width(two_runs: Path, monkeypatch: pytest.Monk
 def test_history_list_counts_rows_measured_not_failures(
     monkeypatch: pytest.MonkeyPatch, two_runs: Path, width: int
 ) -> None:
-    from gpukit.cli.history import list_runs
-
-    text = _print(monkeypatch, width, lambda: list_runs(db=two_runs, limit=10, as_json=False))
+    text = _print(monkeypatch, width, lambda: _cli("history", "list", "--db", str(two_runs)))
     _assert_fits(text, width, ["measured"])
     assert "rows with a verified result, of all rows (skipped rows are not failures)" in " ".join(text.split())
     assert "3/4" in text and "┃ ok" not in text  # 3 measured, 1 skipped on its estimate: not "ok 3/4"

@@ -50,8 +50,9 @@ def to_result(row: Any) -> Any:
                   size_group=f"{row.image_size}px-b{row.batch_per_rank}")  # fmt: skip
 
 
-def save_multi_run(run: MultiRun, db: Path | None, command: str) -> int:
-    """Store ``run`` in the results history; sets and returns ``run.id``."""
+def save_multi_run(run: MultiRun, db: str | Path | None, command: str, node: str | None = None) -> int:
+    """Store ``run`` in the results history (a file or a ``postgresql://`` URL, saved under ``node`` when given);
+    sets and returns ``run.id``."""
     from gpukit.bench.results import Run
     from gpukit.bench.runner import _fingerprint, versions
     from gpukit.history import open_history
@@ -63,6 +64,6 @@ def save_multi_run(run: MultiRun, db: Path | None, command: str) -> int:
                 "quick": bool(run.settings.get("quick")), MULTI_KEY: run.to_dict()}  # fmt: skip
     bench_run = Run(run.started_at, machine, versions(), settings, results=results, duration_s=run.duration_s,
                     interrupted=False)  # fmt: skip
-    with open_history(db) as history:
+    with open_history(db, node=node) as history:
         run.id = history.save_run(bench_run.to_dict())
     return run.id
