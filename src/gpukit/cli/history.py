@@ -91,12 +91,16 @@ def compare(
     run_b: int = typer.Argument(..., help="Run B (compared against A)."),
     db: str = db_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+    force: bool = typer.Option(False, "--force", help="Compare runs taken in different hardware states (marked)."),
 ) -> int:
-    """Compare run B with run A row by row: throughput ratio B/A; smaller than the spread is called noise."""
+    """Compare run B with run A row by row: SAME / FASTER / SLOWER / UNSURE from the two runs' samples (B/A is
+    the throughput ratio; spread, the noise band a change must leave). Runs of different hardware states are
+    refused unless --force."""
     from gpukit.bench.baselines import compare_runs
     from gpukit.bench.results import THROUGHPUT_UNITS
 
-    rows = compare_runs(*_load(db, run_a, run_b))
+    first, second = _load(db, run_a, run_b)
+    rows = compare_runs(first, second, force=force)
     if as_json:
         render.print_json({"a": run_a, "b": run_b, "rows": [r.to_dict() for r in rows]})
         return 0
@@ -112,8 +116,8 @@ def compare(
                 render.fmt(c.a, ",.4g", unit),
                 render.fmt(c.b, ",.4g", unit),
                 render.fmt(c.ratio, ".3f", "×"),
-                render.fmt(c.spread * 100 if c.spread is not None else None, ".0f", "%"),
-                c.verdict,
+                render.fmt(c.spread * 100 if c.spread is not None else None, ".1f", "%"),
+                c.verdict + (" *" if c.state_differs else ""),
             ]
         )
     columns = [
@@ -127,8 +131,10 @@ def compare(
         "spread",
         "verdict",
     ]
-    title = "Comparison (throughput; a change within the spread is noise)"
+    title = "Comparison (throughput; SAME: within the noise band; SLOWER/FASTER: beyond it, intervals apart)"
     render.print_table(columns, table_rows, title=title, optional=["device", "spread"])
+    if any(c.state_differs for c in rows):
+        render.console.print("[yellow]* the runs were taken in different hardware states (compared with --force)[/]")
     return 0
 
 
