@@ -99,7 +99,7 @@ def two_runs(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("width", [80, 100, 200])
 def test_history_compare_fits(monkeypatch: pytest.MonkeyPatch, two_runs: Path, width: int) -> None:
     text = _print(monkeypatch, width, _compare, two_runs)
-    _assert_fits(text, width, ["verdict", "faster", "cupy-cuda-c-naive", "16MiB:float32", "workload"])
+    _assert_fits(text, width, ["verdict", "UNSURE", "SAME", "cupy-cuda-c-naive", "16MiB:float32", "workload"])
     if width >= 100:
         assert "┃ workload" in text  # a table, not the narrow layout
     if width == 200:
