@@ -51,6 +51,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CALL_TIMEOUT_S",
     "BenchRequest",
     "Ceilings",
     "Implementation",

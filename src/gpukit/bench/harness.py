@@ -37,7 +37,7 @@ from gpukit.bench.watchdog import CALL_TIMEOUT_S, CallTimeout, watch
 from gpukit.bench.workloads.base import Implementation, Size, Workload
 from gpukit.errors import BackendUnavailable
 
-__all__ = ["CALL_TIMEOUT_S", "Prepared", "Progress", "Settings", "prepare", "run_one"]
+__all__ = ["CALL_TIMEOUT_S", "Prepared", "Progress", "Settings", "cannot_run", "prepare", "run_one"]
 
 # Inputs smaller than this are rotated among several copies so a timed call does not find them in cache
 # (H200 L2 is 50 MiB; server CPUs have up to a few hundred MiB of L3).
@@ -111,8 +111,8 @@ _MEASURED_FIELDS = (
 )
 
 
-def _skip(base: Result, status: str, reason: str, hint: str | None = None) -> Result:
-    base.status, base.reason, base.hint = status, reason, hint
+def _skip(base: Result, status: str, reason: str, hint: str | None = None, cause: str | None = None) -> Result:
+    base.status, base.reason, base.hint, base.skip_cause = status, reason, hint, cause
     for name in _MEASURED_FIELDS:  # set before the check (first call, transfers) or before a later exception
         setattr(base, name, None)
     base.samples_s, base.repeats = [], 0
@@ -184,6 +184,26 @@ def base_row(workload: Workload, impl_name: str, size: Size, device: str = "cpu"
     )
 
 
+def cannot_run(workload: Workload, impl_name: str, size: Size) -> Result | None:
+    """The skipped row of an implementation that cannot run here at all — its backend is missing or the size is not
+    one it supports — with that reason (``skip_cause`` "unavailable" or "unsupported"); None when it could run."""
+    impl = workload.implementations[impl_name]
+    base = base_row(workload, impl_name, size)
+    try:
+        backend = get_backend(impl.backend)
+        base.device = backend.device
+        avail = backend.availability()
+    except Exception as exc:  # a broken backend module is that backend's problem only
+        return _skip(base, "skipped", *_reason(exc), cause="unavailable")
+    if not avail.ok:
+        return _skip(base, "skipped", avail.reason or "not available", avail.hint, cause="unavailable")
+    try:
+        why = impl.supports(size) if impl.supports is not None else None
+    except Exception as exc:
+        return _skip(base, "failed", *_reason(exc))
+    return _skip(base, "skipped", why, cause="unsupported") if why else None
+
+
 def run_one(
     workload: Workload,
     impl_name: str,
@@ -193,37 +213,33 @@ def run_one(
 ) -> Result:
     """Measure one implementation at one size. ``prepared`` may be a callable so inputs are only built when some
     implementation actually runs. Never raises except KeyboardInterrupt."""
+    if (skipped := cannot_run(workload, impl_name, size)) is not None:
+        return skipped
     impl = workload.implementations[impl_name]
     base = base_row(workload, impl_name, size)
+    backend = get_backend(impl.backend)
+    base.device = backend.device
     try:
-        backend = get_backend(impl.backend)
-        base.device = backend.device
-        avail = backend.availability()
-    except Exception as exc:  # a broken backend module is that backend's problem only
-        return _skip(base, "skipped", *_reason(exc))
-    if not avail.ok:
-        return _skip(base, "skipped", avail.reason or "not available", avail.hint)
-    try:
-        if impl.supports is not None and (why := impl.supports(size)):
-            return _skip(base, "skipped", why)
         # Measuring takes at least 5 calls (first, sizing, 3 samples); refuse what would pass the budget.
-        est = impl.estimate_s(size) if impl.estimate_s is not None else 0.0
+        est = impl.estimate_s(size) if impl.estimate_s is not None else None
     except Exception as exc:
         return _skip(base, "failed", *_reason(exc))
-    if est * 5 > settings.budget_s:
+    base.estimate_s = est  # kept on the row beside what is then measured, so a wrong estimate shows
+    if est is not None and est * 5 > settings.budget_s:
         return _skip(
             base,
             "skipped",
             f"estimated {est:.3g} s per call (~{est * 5:.0f} s to measure) exceeds the "
             f"{settings.budget_s:.0f} s budget",
             "pick a smaller --size for this backend, or raise --budget",
+            cause="estimate",
         )
     try:
         return _measure(workload, impl, backend, size, prepared, settings, base)
     except KeyboardInterrupt:
         raise
     except BackendUnavailable as exc:  # a kernel module found its framework missing: skipped, with the hint
-        return _skip(base, "skipped", exc.message, exc.hint)
+        return _skip(base, "skipped", exc.message, exc.hint, cause="unavailable")
     except (Exception, SystemExit, CallTimeout) as exc:  # sys.exit() in an implementation is its row's failure
         return _skip(base, "failed", *_reason(exc))
     finally:

@@ -25,6 +25,11 @@ LABELS: dict[str, str] = {
     "cuda_driver_version": "CUDA version the driver supports",
     "python": "Python",
     "torch": "PyTorch",
+    "numpy": "NumPy",
+    "numba": "Numba",
+    "numba-cuda": "Numba CUDA",
+    "triton": "Triton",
+    "spec_tflops": "datasheet dense TFLOP/s per dtype",
     "d2d_copy_gbps": "GPU memory: device-to-device copy (bytes read + written)",
     "h2d_pinned_gbps": "host → device copy, pinned memory",
     "d2h_pinned_gbps": "device → host copy, pinned memory",
@@ -126,11 +131,28 @@ def machine_rows(run: Run) -> list[tuple[str, str]]:
         machine.pop("gpu_count")
     if "gpu_names" in machine and not machine["gpu_names"]:
         machine["gpu_names"] = "none found"
+    for k, v in run.versions.items():  # a version the fingerprint carries too is shown once, as a version
+        if machine.get(k) == v:
+            machine.pop(k)
     rows += _flatten("", machine)
-    rows += [(f"version of {k}", value_text(k, v)) for k, v in sorted(run.versions.items())]
+    rows += [(_version_label(k), value_text(k, v)) for k, v in sorted(run.versions.items())]
     settings = {k: v for k, v in run.settings.items() if k != "crossovers"}
-    rows += [(f"setting: {label(k)}", value_text(k, v)) for k, v in sorted(settings.items())]
+    rows += [(f"setting: {label(k)}", _setting_text(k, v)) for k, v in sorted(settings.items())]
     return rows
+
+
+def _version_label(key: str) -> str:
+    return f"version of {LABELS.get(key, key)}"
+
+
+# settings whose empty value means "the default", not "none"
+_EMPTY_SETTING = {"backends": "every backend available", "sizes": "each workload's default sizes"}
+
+
+def _setting_text(key: str, value: Any) -> str:
+    if key in _EMPTY_SETTING and not value:
+        return _EMPTY_SETTING[key]
+    return value_text(key, value)
 
 
 def _gemm_ceilings(rows: Sequence[Result]) -> list[tuple[str, str]]:
@@ -148,9 +170,17 @@ def _gemm_ceilings(rows: Sequence[Result]) -> list[tuple[str, str]]:
 def ceiling_rows(run: Run) -> list[tuple[str, str]]:
     """The ceilings measured in the run (memory and compute), then the datasheet figures beside them."""
     c = run.ceilings.to_dict()
-    measured = [k for k in c if k != "notes" and not k.startswith("spec_")]
-    rows = [(label(k), value_text(k, c[k]) if c[k] is not None else "n/a (not measured)") for k in measured]
+    at = c.get("measured_at") or {}  # where each ceiling was measured: beside its value, not a row of raw keys
+    skip = {"notes", "measured_at", "measured_x"}
+    measured = [k for k in c if k not in skip and not k.startswith("spec_")]
+    rows = [(label(k), _ceiling_text(k, c[k], at.get(k))) for k in measured]
     rows += _gemm_ceilings(run.results)
-    rows += [(label(k), value_text(k, c[k])) for k in c if k.startswith("spec_")]
+    rows += [(label(k), value_text(k, c[k])) for k in c if k.startswith("spec_") and c[k] not in ({}, [])]
     rows += [("note", str(n)) for n in c.get("notes") or []]
     return rows
+
+
+def _ceiling_text(key: str, value: Any, where: str | None) -> str:
+    if value is None:
+        return "n/a (not measured)"
+    return value_text(key, value) + (f" (at {where})" if where else "")

@@ -14,7 +14,16 @@ from gpukit.bench.sweep import Crossover, size_axis
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["Roof", "bars_plot", "compute_ceilings", "roofline_figure", "roofline_plot", "roofs", "speedup_plot"]
+__all__ = [
+    "Roof",
+    "bars_figure",
+    "bars_plot",
+    "compute_ceilings",
+    "roofline_figure",
+    "roofline_plot",
+    "roofs",
+    "speedup_plot",
+]
 
 
 def _figure(width: float = 7.0, height: float = 4.2) -> Figure:
@@ -30,6 +39,20 @@ def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
+
+
+def _plain_log_ticks(axis: Any, lo: float, hi: float) -> None:
+    """Ticks of a log axis as plain numbers, never its minor labels (matplotlib labels some minor ticks when an axis
+    spans about a decade, and "3 × 10²" and "4 × 10²" then run into each other): 1-2-5 steps over a short axis,
+    decades over a long one, the rest unlabelled."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    decades = math.log10(hi / lo) if lo > 0 and hi > lo else 0.0
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 2.5 else (1.0,)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.10g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def speedup_plot(workload: str, found: Sequence[Crossover]) -> bytes:
@@ -166,6 +189,11 @@ def roofline_plot(run: Run, spec_peak_flops: float | None = None) -> bytes:
 
 def bars_plot(workload: str, rows: Sequence[Result]) -> bytes:
     """Throughput by backend at the largest size each backend measured, one bar per (backend, dtype)."""
+    return _png(bars_figure(workload, rows))
+
+
+def bars_figure(workload: str, rows: Sequence[Result]) -> Figure:
+    """The figure of :func:`bars_plot`."""
     best: dict[str, tuple[float, float, str]] = {}  # name → (size value, throughput, device)
     unit = None
     for r in rows:
@@ -187,6 +215,7 @@ def bars_plot(workload: str, rows: Sequence[Result]) -> bytes:
         ax.set_xscale("log")
         values = [best[n][1] for n in names]
         ax.set_xlim(min(values) / 3, max(values) * 6)
+        _plain_log_ticks(ax.xaxis, min(values) / 3, max(values) * 6)
         for i, v in enumerate(values):
             ax.annotate(
                 f"{v:,.0f} {label}" if v >= 100 else f"{v:.3g} {label}",
@@ -202,4 +231,4 @@ def bars_plot(workload: str, rows: Sequence[Result]) -> bytes:
     ax.set_axisbelow(True)
     if not names:
         ax.text(0.5, 0.5, "no successful rows", ha="center", transform=ax.transAxes)
-    return _png(fig)
+    return fig

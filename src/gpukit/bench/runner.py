@@ -17,7 +17,7 @@ import numpy as np
 
 from gpukit.bench.analyse import analyse
 from gpukit.bench.backends import BACKENDS, get_backend
-from gpukit.bench.harness import Prepared, Progress, Settings, base_row, prepare, run_one
+from gpukit.bench.harness import Prepared, Progress, Settings, base_row, cannot_run, prepare, run_one
 from gpukit.bench.request import DEVICES, BenchRequest
 from gpukit.bench.results import Result, Run
 from gpukit.bench.workloads import DEFAULT_WORKLOADS, WORKLOADS, get_workload
@@ -198,8 +198,13 @@ def _sweep_settings(run: Run, names: list[str], walls: dict[str, float]) -> None
 
 
 def _out_of_time(row: Row, reason: str) -> Result:
+    """A row the sweep had no time left for — unless it could never have run here: then that is its reason (a GPU
+    row on a machine without one is not the budget's doing)."""
+    if (never := cannot_run(row.workload, row.impl, row.size)) is not None:
+        return never
     r = base_row(row.workload, row.impl, row.size, row.device)
     r.status, r.reason, r.hint = "skipped", reason, "raise --sweep-budget, or sweep fewer workloads"
+    r.skip_cause = "sweep-budget"
     return r
 
 

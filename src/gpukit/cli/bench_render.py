@@ -7,7 +7,6 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
 from rich.markup import escape
 
 from gpukit.cli import render
@@ -37,6 +36,8 @@ CSV_FIELDS = (
     "size",
     "status",
     "reason",
+    "skip_cause",
+    "estimate_s",
     "dtype",
     "check",
     "error",
@@ -69,10 +70,9 @@ def _throughput(r: Result) -> str:
     return f"{r.throughput:,.4g} {THROUGHPUT_UNITS[r.throughput_unit][1]}"
 
 
-def _kernel(r: Result) -> str:
+def _kernel(r: Result, marks: dict[tuple[str, str, str], int]) -> str:
     if not r.ok:
-        reason = (r.reason or "").replace("\n", " ")
-        return f"{r.status}: {reason[:60]}{'…' if len(reason) > 60 else ''}"
+        return f"{r.status} {_superscript(marks[_note_key(r)])}"
     spread = f"{render.fmt_seconds(r.kernel_min_s)}–{render.fmt_seconds(r.kernel_max_s)}"
     mark = f" {LAUNCH_MARK}" if r.launch_bound else ""
     noise = f" ±{r.rel_mad * 100:.1f}%" if r.rel_mad is not None else ""
@@ -80,6 +80,31 @@ def _kernel(r: Result) -> str:
         noise += f" {UNSETTLED_MARK}"
     cold = " cold" if r.cache == "cold" else ""
     return f"{render.fmt_seconds(r.kernel_median_s)} ({spread}){noise}{cold}{mark}"
+
+
+def _superscript(n: int) -> str:
+    return str(n).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
+
+
+def _note_key(r: Result) -> tuple[str, str, str]:
+    return r.status, " ".join((r.reason or "").split()), r.hint or ""
+
+
+def _marks(results: list[Result]) -> dict[tuple[str, str, str], int]:
+    """A number per distinct reason a row was not measured, in order of first appearance (rows share numbers)."""
+    marks: dict[tuple[str, str, str], int] = {}
+    for r in results:
+        if not r.ok:
+            marks.setdefault(_note_key(r), len(marks) + 1)
+    return marks
+
+
+def reason_notes(results: list[Result]) -> list[str]:
+    """The whole reason (and hint) of every row not measured, once per distinct reason, under its table mark."""
+    return [
+        f"{_superscript(n)} {status}: {reason}" + (f" — hint: {render.hint_text(hint)}" if hint else "")
+        for (status, reason, hint), n in _marks(results).items()
+    ]
 
 
 LAUNCH_MARK = "‡"
@@ -101,6 +126,26 @@ def noise_note(results: list[Result]) -> str | None:
     if dropped:
         parts.append(f"{dropped} sample(s) discarded: taken while the GPU throttled (--json: discarded)")
     return "; ".join(parts) or None
+
+
+# An estimate this far from the measured call (either way) is shown under the table: estimates decide skips.
+ESTIMATE_OFF = 3.0
+
+
+def estimate_notes(results: list[Result]) -> list[str]:
+    """One line per measured row whose pre-measurement estimate (``estimate_s``) was off by ``ESTIMATE_OFF``× or
+    more from its measured call: the skips its estimator decides may be wrong the same way."""
+    lines = []
+    for r in results:
+        if not (r.ok and r.estimate_s and r.call_s):
+            continue
+        ratio = r.estimate_s / r.call_s
+        if ratio >= ESTIMATE_OFF or ratio <= 1 / ESTIMATE_OFF:
+            lines.append(
+                f"{r.workload} {r.backend} {r.size}: estimated {render.fmt_seconds(r.estimate_s)} per call before "
+                f"measuring, measured {render.fmt_seconds(r.call_s)} ({ratio:.2g}×): skips on this estimate may be off"
+            )
+    return lines
 
 
 def launch_note(results: list[Result]) -> str | None:
@@ -132,7 +177,10 @@ def _check(r: Result) -> str:
 
 
 def results_rows(results: list[Result]) -> list[list[str]]:
+    """One table row per result; a row not measured says so in the kernel column with the mark of its reason
+    (:func:`reason_notes`), so a reason is never cut to fit."""
     rows = []
+    marks = _marks(results)
     for r in results:
         rows.append(
             [
@@ -142,7 +190,7 @@ def results_rows(results: list[Result]) -> list[list[str]]:
                 r.size,
                 render.fmt_seconds(r.compile_s) if r.ok else "",
                 _transfers(r) if r.ok else "",
-                _kernel(r),
+                _kernel(r, marks),
                 _throughput(r) if r.ok else "",
                 _pct(r) if r.ok else "",
                 (render.fmt(r.speedup, ".3g", "×") if r.speedup is not None else render.NA) if r.ok else "",
@@ -184,6 +232,12 @@ RESULT_COLUMNS = (
 )
 
 
+# Left out, in this order, when the results table does not fit the terminal (--json and --markdown keep them);
+# the last two only when wrapped cells do not fit either ("check" first: a failed row says so in the kernel column).
+OPTIONAL_COLUMNS = ("device", "transfers (h2d + d2h)", "first call", "% of ceiling")
+LAST_RESORT_COLUMNS = ("check", "speedup")
+
+
 def ceilings_rows(c: Ceilings) -> list[list[str]]:
     def gb(v: float | None) -> str:
         return render.fmt(v, ",.1f", "GB/s")
@@ -203,7 +257,13 @@ def ceilings_rows(c: Ceilings) -> list[list[str]]:
 
 def _unavailable(r: Result) -> bool:
     """Skipped because its backend cannot run here (it carries the fix), not because of the budget or the size."""
-    return r.status == "skipped" and bool(r.hint and r.reason) and not (r.reason or "").startswith("estimated")
+    if r.status != "skipped":
+        return False
+    if r.skip_cause is not None:
+        return r.skip_cause == "unavailable"
+    # a row saved before results carried skip_cause: read the reason
+    reason = r.reason or ""
+    return bool(r.hint and reason) and not reason.startswith(("estimated", "sweep time budget"))
 
 
 def folded(results: list[Result]) -> tuple[list[Result], dict[str, tuple[int, str, str]]]:
@@ -225,11 +285,12 @@ def folded(results: list[Result]) -> tuple[list[Result], dict[str, tuple[int, st
 def print_run(run: Run) -> None:
     c = run.ceilings
     spec = f"datasheet ({c.spec_name})" if c.spec_name else "datasheet"
-    render.console.print(render.table(["ceiling", "measured (this run)", spec], ceilings_rows(c), title="Ceilings"))
+    render.print_table(["ceiling", "measured (this run)", spec], ceilings_rows(c), title="Ceilings")
     shown, gone = folded(run.results)
-    # Piped output is not wrapped at 80 columns: the table is the product, keep its rows on one line each.
-    console = render.console if render.console.is_terminal else Console(highlight=False, soft_wrap=False, width=240)
-    console.print(render.table(RESULT_COLUMNS, results_rows(shown), title="Results (speedup: kernel vs best CPU)"))
+    render.print_table(RESULT_COLUMNS, results_rows(shown), title="Results (speedup: kernel vs best CPU)",
+                       optional=OPTIONAL_COLUMNS, last_resort=LAST_RESORT_COLUMNS)  # fmt: skip
+    for line in reason_notes(shown) + estimate_notes(shown):
+        render.sized().print(f"[dim]{escape(line)}[/]")
     if note := launch_note(run.results):
         render.console.print(f"[dim]{note}[/]")
     if note := noise_note(run.results):
@@ -293,6 +354,7 @@ def to_markdown(run: Run) -> str:
         table(list(RESULT_COLUMNS), results_rows(run.results)),
         "",
     ]
+    head += [line + "\n" for line in reason_notes(run.results)]
     if note := launch_note(run.results):
         head += [note, ""]
     head += [line + "\n" for line in ceiling_notes(run.results)]

@@ -53,14 +53,14 @@ def _list(db: str | None, limit: int, as_json: bool, node: str | None = None) ->
             r.started_at.replace("T", " ").rstrip("Z")[2:16],  # "26-12-01 09:27": the table fits 80 columns
             _clip(r.node or r.hostname or render.NA, 10),  # the node's name in the store (--node), else its host
             _clip((r.gpu or "—").removeprefix("NVIDIA "), 10),
-            _clip(" ".join(r.workloads) + (" (quick)" if r.quick else ""), 20),
-            f"{r.n_ok}/{r.n_total}",
+            _clip(" ".join(r.workloads) + (" (quick)" if r.quick else ""), 17),
+            f"{r.n_ok}/{r.n_total}",  # rows skipped here (a GPU backend on a CPU machine) are not failures
         ]
         for r in runs
     ]
-    render.console.print(
-        render.table(["id", "started (UTC)", "node", "GPU", "workloads", "ok"], rows, title=f"Runs in {store.location}")
-    )
+    columns = ["id", "started (UTC)", "node", "GPU", "workloads", "measured"]
+    render.print_table(columns, rows, title=f"Runs in {store.location}", optional=["node"])
+    render.console.print("[dim]measured: rows with a verified result, of all rows (skipped rows are not failures)[/]")
     render.console.print("[dim]gpukit history show ID · gpukit history compare A B · --json for every field[/]")
     return 0
 
@@ -120,23 +120,19 @@ def compare(
                 c.verdict + (" *" if c.state_differs else ""),
             ]
         )
-    render.console.print(
-        render.table(
-            [
-                "workload",
-                "backend",
-                "device",
-                "size",
-                f"A (run {run_a})",
-                f"B (run {run_b})",
-                "B/A",
-                "spread",
-                "verdict",
-            ],
-            table_rows,
-            title="Comparison (throughput; SAME: within the noise band; SLOWER/FASTER: beyond it, intervals apart)",
-        )
-    )
+    columns = [
+        "workload",
+        "backend",
+        "device",
+        "size",
+        f"A (run {run_a})",
+        f"B (run {run_b})",
+        "B/A",
+        "spread",
+        "verdict",
+    ]
+    title = "Comparison (throughput; SAME: within the noise band; SLOWER/FASTER: beyond it, intervals apart)"
+    render.print_table(columns, table_rows, title=title, optional=["device", "spread"])
     if any(c.state_differs for c in rows):
         render.console.print("[yellow]* the runs were taken in different hardware states (compared with --force)[/]")
     return 0

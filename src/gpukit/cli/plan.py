@@ -53,8 +53,15 @@ def _memory_table(d: dict[str, Any]) -> Any:
 def _fits_table(d: dict[str, Any]) -> Any:
     rows = []
     assumed = False
+    t = d["time"]
     for f in d["fits"]:
         fewest = "—" if f["fewest_gpus"] is None else f"{f['fewest_gpus']} ({f['fewest_gpus_layout']})"
+        if (
+            f["gpu"] == t["gpu"]
+            and not t.get("as_asked", True)
+            and t.get("layout") not in ("", f["fewest_gpus_layout"])
+        ):
+            fewest = fewest[:-1] + f", or {t['layout']}: timed below)"  # the headline's layout, named the same
         mark = "*" if f.get("memory_source", "").startswith("assumed") else ""
         assumed = assumed or bool(mark)
         rows.append((f["name"], render.fmt_bytes(f["memory_bytes"]) + mark, "yes" if f["fits"] else "no", fewest))
@@ -73,7 +80,9 @@ def _time_lines(d: dict[str, Any]) -> list[str]:
     t = d["time"]
     if not t.get("fits", True):
         return [f"time on {t['gpu']}: none — no layout of up to 512 GPUs fits its memory (see the fit table)"]
-    where = f"{t['gpu']}" if t.get("as_asked", True) else f"{t['gpu']}, {t['layout']} (as asked it does not fit)"
+    timed = t.get("step_s") is not None or t.get("per_token_s") is not None
+    how = "the fastest layout of the fewest GPUs that fit" if timed else "on the fewest GPUs that fit"
+    where = t["gpu"] if t.get("as_asked", True) else f"{t['gpu']}, {t['layout']} (as asked it does not fit: {how})"
     mfu = "n/a" if t["mfu"] is None else f"{t['mfu']:.1%}"
     if t["task"] == "train" and t["step_s"] is None:
         return [f"time on {where}: n/a — a bare --params count has no FLOPs model; give a preset or config.json"]
@@ -154,8 +163,21 @@ def _print_plan(d: dict[str, Any]) -> None:
     for line in _time_lines(d):
         render.console.print(line)
     render.console.print(_cost_table(d))
+    if hint := _cost_hint(d):
+        render.console.print(f"  [yellow]hint:[/] {render.escape(hint)}")
     for note in _price_notes(d):
         render.console.print(f"  {note}")
+
+
+def _cost_hint(d: dict[str, Any]) -> str | None:
+    """Why the cost table's time and cost columns are n/a, and the option that fills them."""
+    if d["settings"]["task"] != "train" or d["time"].get("work") is not None or d["time"].get("step_s") is None:
+        return None  # inference, a run size given, or no time per step to multiply (a bare --params count)
+    if not any(c["fits"] for c in d["cost"]):
+        return None
+    if d["model"].get("kind") == "transformer":
+        return "time and cost are per run: give the run's size with --tokens (e.g. --tokens 2B) to fill them"
+    return "time and cost are per run: give the run's size with --samples (e.g. --samples 1M) to fill them"
 
 
 def _print_measure(c: dict[str, Any]) -> None:

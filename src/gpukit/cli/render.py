@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-console = Console(highlight=False, soft_wrap=False)
+_STDOUT = Console(highlight=False, soft_wrap=False)
+console = _STDOUT
+# Tables written to a pipe or a file (not a terminal) are laid out for this many columns, whatever the terminal the
+# command was started from, unless $COLUMNS says otherwise: the same command gives the same text.
+PIPED_WIDTH = 120
 err_console = Console(stderr=True, highlight=False)
 
 NA = "n/a"
@@ -119,4 +126,114 @@ def table(
         t.add_column(name, justify=(justify[i] if justify else "left"), overflow="fold")  # type: ignore[arg-type]
     for row in rows:
         t.add_row(*(cell if isinstance(cell, str) else fmt(cell) for cell in row))
+    return t
+
+
+def table_width(target: Console) -> int:
+    """The columns a table printed on ``target`` may use: the terminal's width, or :data:`PIPED_WIDTH` when stdout
+    is not a terminal (and $COLUMNS is not set)."""
+    if target is _STDOUT and not target.is_terminal and not os.environ.get("COLUMNS"):
+        return PIPED_WIDTH
+    return target.width
+
+
+def sized(target: Console | None = None) -> Console:
+    """``target`` (default: stdout's console) as tables and their notes are printed: at :func:`table_width`
+    (rich caps a print's width at its console's, so a pipe gets a console of its own width)."""
+    out = target if target is not None else console
+    width = table_width(out)
+    if width == out.width:
+        return out
+    return Console(file=out.file, width=width, highlight=False, soft_wrap=False, no_color=out.no_color)
+
+
+def _widths(cells: Iterable[str]) -> tuple[int, int]:
+    """(longest word, longest line) of some cells (rich markup), in terminal columns."""
+    texts = [Text.from_markup(cell).plain for cell in cells]
+    words = [cell_len(w) for t in texts for w in t.split()]
+    lines = [cell_len(line) for t in texts for line in t.splitlines()]
+    return max(words, default=1), max(lines, default=1)
+
+
+def _measure(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Per column: (longest word, longest line) of its header and of its cells."""
+    heads = [_widths([escape(name)]) for name in columns]
+    bodies = [_widths([row[i] for row in rows]) if rows else (1, 1) for i in range(len(columns))]
+    return list(zip(heads, bodies, strict=True))
+
+
+def _fit(measures: Sequence[tuple[tuple[int, int], tuple[int, int]]], width: int, wrap: bool) -> list[int] | None:
+    """Each column's width so that the table (heavy head, one space of padding each side) fits ``width`` columns
+    and no word is cut, or None. Headers may wrap; cells wrap only with ``wrap``, the widest columns first and
+    none below its longest word."""
+    lows = [max(h[0], b[0] if wrap else b[1]) for h, b in measures]
+    widths = [max(h[1], b[1]) for h, b in measures]
+    room = width - 3 * len(measures) - 1
+    if sum(lows) > room:
+        return None
+    while sum(widths) > room:
+        i = max((j for j in range(len(widths)) if widths[j] > lows[j]), key=lambda j: widths[j] - lows[j])
+        widths[i] -= 1
+    return widths
+
+
+def print_table(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    title: str | None = None,
+    optional: Sequence[str] = (),
+    last_resort: Sequence[str] = (),
+    target: Console | None = None,
+) -> None:
+    """Print a table that fits the width (:func:`table_width`) without cutting a word. In order of preference: every
+    cell on one line, leaving out the ``optional`` columns one by one as needed; then cells wrapped at spaces, with
+    as few of those left out as will do; then also the ``last_resort`` columns, one by one; then each row as a block
+    of ``column  value`` lines. Headers may wrap; a dim line names the columns left out."""
+    out = sized(target)
+    cells = [[cell if isinstance(cell, str) else fmt(cell) for cell in row] for row in rows]
+    choice = _choose(list(columns), cells, [c for c in optional if c in columns],
+                     [c for c in last_resort if c in columns], out.width)  # fmt: skip
+    if choice is None:
+        out.print(_stacked(columns, cells, title))
+        return
+    keep, widths = choice
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for name, w in zip(keep, widths, strict=True):
+        t.add_column(name, width=w, overflow="fold")
+    for row in cells:
+        t.add_row(*(row[columns.index(c)] for c in keep))
+    out.print(t)
+    if dropped := [c for c in columns if c not in keep]:
+        note = f"({', '.join(dropped)}: left out to fit {out.width} columns; a wider window or --json shows them)"
+        out.print(f"[dim]{escape(note)}[/]")
+
+
+def _choose(
+    columns: list[str], cells: list[list[str]], optional: list[str], last: list[str], width: int
+) -> tuple[list[str], list[int]] | None:
+    """The columns to show and their widths, trying in the order :func:`print_table` gives; None when none fits."""
+
+    def without(gone: list[str]) -> list[str]:
+        return [c for c in columns if c not in gone]
+
+    first = [without(optional[:k]) for k in range(len(optional) + 1)]
+    tries = [(keep, False) for keep in first] + [(keep, True) for keep in first]
+    for k in range(1, len(last) + 1):
+        tries += [(without(optional + last[:k]), False), (without(optional + last[:k]), True)]
+    measured = dict(zip(columns, _measure(columns, cells), strict=True))  # once: a sweep has hundreds of rows
+    for keep, wrap in tries:
+        if (widths := _fit([measured[c] for c in keep], width, wrap)) is not None:
+            return keep, widths
+    return None
+
+
+def _stacked(columns: Sequence[str], cells: Sequence[Sequence[str]], title: str | None) -> Table:
+    """The narrow layout: one block of ``column  value`` lines per row, a rule between rows."""
+    t = Table(title=title, title_justify="left", show_header=False)
+    t.add_column(style="bold", overflow="fold")
+    t.add_column(overflow="fold")
+    for row in cells:
+        for i, name in enumerate(columns):
+            t.add_row(escape(name), row[i], end_section=i == len(columns) - 1)
     return t

@@ -5,27 +5,43 @@ Written to ``out``: ``deployment.yaml`` (GPU limits, startup/readiness/liveness 
 ``preStop`` pause plus a termination grace period that covers the drain, a non-root read-only security context),
 ``service.yaml``, ``hpa.yaml`` (``autoscaling/v2`` on the ``gpukit_queue_depth`` pods metric, served to the HPA by
 prometheus-adapter), ``keda/scaledobject.yaml`` (the alternative: a KEDA ``ScaledObject`` with a Prometheus trigger;
-apply one of the two, never both), ``Dockerfile`` on a CUDA runtime base with the checkpoint and gpukit copied in,
-and ``README.md``. ``target_rps`` sizes the replica range from a stored `gpukit loadtest` result.
+apply one of the two, never both), ``Dockerfile`` with the checkpoint and gpukit copied in, and ``README.md``.
+``target_rps`` sizes the replica range from a stored `gpukit loadtest` result.
+
+GPU pods (``gpus`` ≥ 1) build on a CUDA base of the same CUDA release as the torch wheels the image installs (both
+from :data:`TORCH_CUDA`); CPU pods (``gpus`` 0) build on a plain Python base with torch's CPU wheels, serve with
+``--device cpu`` and request CPUs sized for CPU inference. The KEDA query's namespace is ``namespace`` when given,
+else the one ``kubectl apply`` will use from here (:func:`current_namespace`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpukit.errors import ConfigError
 
-__all__ = ["DeployResult", "DeploySpec", "manifests", "size_from_loadtests", "write_deploy"]
+__all__ = ["DeployResult", "DeploySpec", "current_namespace", "manifests", "size_from_loadtests", "write_deploy"]
 
 PORT = 8000
 PRESTOP_S = 10  # time for the Service's endpoints to drop the pod before SIGTERM stops admissions
-CUDA_BASE = "nvidia/cuda:12.8.1-runtime-ubuntu24.04"
+# The CUDA release of GPU images: torch's wheels come from its index for this release (cu130), and the base image is
+# the same release, so the libraries the wheels bring and the ones the base declares to the NVIDIA runtime agree.
+# (PyPI's default torch 2.14 wheel is also CUDA 13.0: ``torch.version.cuda`` reads "13.0".)
+TORCH_CUDA = "13.0"
+CUDA_BASE = f"nvidia/cuda:{TORCH_CUDA}.2-base-ubuntu24.04"  # the wheels carry cuBLAS/cuDNN: no runtime flavour
+CPU_BASE = "python:3.12-slim"
+TORCH_INDEX = "https://download.pytorch.org/whl"  # + "/cpu" or "/cu130"
+# Requests per pod: a GPU pod needs host cores to decode and batch for its GPU; a CPU pod runs the model itself.
+GPU_POD = ("8", "16Gi")
+CPU_POD = ("4", "4Gi")
+TORCH_PACKAGES = ("torch>=2.4,<=2.14.1", "torchvision>=0.19,<=0.29.1")
 # gpukit's runtime needs in the image: its core dependencies and the torch + serve extras (pyproject.toml).
 RUNTIME_PACKAGES = (
     "typer>=0.12,<1",
@@ -36,8 +52,7 @@ RUNTIME_PACKAGES = (
     "matplotlib>=3.8,<4",
     "numba>=0.60,<0.70",
     "pillow>=10,<14",
-    "torch>=2.4,<=2.14.1",
-    "torchvision>=0.19,<=0.29.1",
+    *TORCH_PACKAGES,
     "safetensors>=0.4,<1",
     "fastapi>=0.110,<1",
     "uvicorn[standard]>=0.29,<1",
@@ -61,8 +76,14 @@ class DeploySpec:
     max_batch: int = 64
     timeout_s: float = 10.0
     prometheus_url: str = "http://prometheus-server.monitoring.svc.cluster.local:80"
-    cpu: str = "8"
-    memory: str = "16Gi"
+    cpu: str | None = None  # default: GPU_POD or CPU_POD
+    memory: str | None = None
+
+    @property
+    def requests(self) -> tuple[str, str]:
+        """(cpu, memory) each pod requests: as given, else sized for a GPU or a CPU pod."""
+        cpu, memory = GPU_POD if self.gpus else CPU_POD
+        return self.cpu or cpu, self.memory or memory
 
     def validate(self) -> DeploySpec:
         checks = [
@@ -160,7 +181,8 @@ def _container(spec: DeploySpec) -> dict[str, Any]:
         f"{spec.timeout_s:g}",
         "--quiet",
     ]
-    limits: dict[str, str] = {"cpu": spec.cpu, "memory": spec.memory}
+    cpu, memory = spec.requests
+    limits: dict[str, str] = {"cpu": cpu, "memory": memory}
     if spec.gpus:
         limits["nvidia.com/gpu"] = str(spec.gpus)
     probe = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 2}
@@ -171,7 +193,7 @@ def _container(spec: DeploySpec) -> dict[str, Any]:
         "args": args,
         "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "TMPDIR", "value": "/tmp"}],
-        "resources": {"requests": {"cpu": spec.cpu, "memory": spec.memory}, "limits": limits},
+        "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": limits},
         # startup: up to 5 minutes to load and warm the model before liveness counts
         "startupProbe": {
             **probe,
@@ -281,8 +303,48 @@ def manifests(spec: DeploySpec) -> dict[str, dict[str, Any]]:
     }
 
 
+def current_namespace(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The namespace ``kubectl apply`` without ``-n`` uses from here, and where that was read: a pod's own (its
+    service account's namespace file), else the current context's in the kubeconfig ($KUBECONFIG, else
+    ~/.kube/config), else kubectl's "default"."""
+    env = os.environ if environ is None else environ
+    pod_ns = Path(SERVICE_ACCOUNT_NS)
+    if pod_ns.is_file() and (ns := pod_ns.read_text().strip()):
+        return ns, "this pod's namespace"
+    paths = env.get("KUBECONFIG") or str(Path(env.get("HOME", str(Path.home()))) / ".kube" / "config")
+    for path in paths.split(os.pathsep):
+        if found := _kubeconfig_namespace(Path(path)):
+            return found, f"the current context of {path}"
+    return "default", "kubectl's default (no namespace in a kubeconfig here)"
+
+
+SERVICE_ACCOUNT_NS = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def _kubeconfig_namespace(path: Path) -> str | None:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    current = doc.get("current-context")
+    for entry in doc.get("contexts") or []:
+        if isinstance(entry, dict) and entry.get("name") == current:
+            ns = (entry.get("context") or {}).get("namespace")
+            return str(ns) if ns else None
+    return None
+
+
+def query_namespace(spec: DeploySpec) -> str:
+    """The namespace the KEDA query filters on: ``--namespace``, else the one the manifests will be applied in."""
+    return spec.namespace or current_namespace()[0]
+
+
 def scaled_object(spec: DeploySpec) -> dict[str, Any]:
-    ns = spec.namespace or "default"
+    ns = query_namespace(spec)
     query = f'sum(gpukit_queue_depth{{namespace="{ns}",pod=~"{spec.name}-.*"}})'
     return {
         "apiVersion": "keda.sh/v1alpha1",
@@ -309,25 +371,57 @@ def scaled_object(spec: DeploySpec) -> dict[str, Any]:
 
 
 def dockerfile(spec: DeploySpec) -> str:
-    packages = " ".join(f'"{p}"' for p in RUNTIME_PACKAGES)
-    return f"""# gpukit serve on a CUDA runtime base (written by `gpukit deploy k8s`). Build from this folder:
+    """The image: a CUDA base and torch's CUDA wheels of the same release for GPU pods, a Python base and torch's
+    CPU wheels for CPU pods (no 3 GB of CUDA libraries in an image that never uses them)."""
+    torch = " ".join(f'"{p}"' for p in TORCH_PACKAGES)
+    rest = " ".join(f'"{p}"' for p in RUNTIME_PACKAGES if p not in TORCH_PACKAGES)
+    if spec.gpus:
+        head = f"""# gpukit serve on CUDA {TORCH_CUDA} (written by `gpukit deploy k8s`). Build from this folder:
 #   docker build -t {spec.image} . && docker push {spec.image}
 FROM {CUDA_BASE}
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv \\
     && rm -rf /var/lib/apt/lists/*
-RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir {packages}
+RUN python3 -m venv /opt/venv"""
+        index, device = f"{TORCH_INDEX}/cu{TORCH_CUDA.replace('.', '')}", "cuda"
+    else:
+        head = f"""# gpukit serve on CPUs (written by `gpukit deploy k8s --gpus 0`). Build from this folder:
+#   docker build -t {spec.image} . && docker push {spec.image}
+FROM {CPU_BASE}
+RUN python3 -m venv /opt/venv"""
+        index, device = f"{TORCH_INDEX}/cpu", "cpu"
+    return f"""{head}
+# torch from its own index first (the build this image's base matches), then the rest from PyPI
+RUN /opt/venv/bin/pip install --no-cache-dir --index-url {index} {torch}
+RUN /opt/venv/bin/pip install --no-cache-dir {rest}
 COPY gpukit/ /opt/gpukit/gpukit/
 COPY model/ /model/
 ENV PATH=/opt/venv/bin:$PATH PYTHONPATH=/opt/gpukit PYTHONDONTWRITEBYTECODE=1
 USER 10001:10001
 EXPOSE {PORT}
 ENTRYPOINT ["python3", "-m", "gpukit"]
-CMD ["serve", "/model", "--host", "0.0.0.0", "--port", "{PORT}", "--device", "cuda"]
+CMD ["serve", "/model", "--host", "0.0.0.0", "--port", "{PORT}", "--device", "{device}"]
 """
+
+
+def _nodes(spec: DeploySpec) -> str:
+    cpu, memory = spec.requests
+    if spec.gpus:
+        return (
+            f"The GPU nodes need the NVIDIA device plugin (`nvidia.com/gpu`); the pods tolerate the usual "
+            f"`nvidia.com/gpu` taint. Each pod requests {spec.gpus} GPU(s), {cpu} CPUs and {memory}; the image is "
+            f"CUDA {TORCH_CUDA}, which needs a driver of that release or newer on the nodes."
+        )
+    return (
+        f"CPU pods: the model runs on the pod's CPUs (`--device cpu`, torch's CPU build in the image); each pod "
+        f"requests {cpu} CPUs and {memory}; any node can run them."
+    )
 
 
 def readme(spec: DeploySpec, sizing: dict[str, Any] | None) -> str:
     ns = f" -n {spec.namespace}" if spec.namespace else ""
+    keda_ns, keda_from = query_namespace(spec), ""
+    if not spec.namespace:
+        keda_from = f": {current_namespace()[1]} — for another, write these again with --namespace"
     size = (
         (
             f"\nReplicas {spec.min_replicas}–{spec.max_replicas} were sized for {sizing['target_rps']:g} req/s from "
@@ -351,8 +445,9 @@ kubectl{ns} port-forward service/{spec.name} 8000:80 &   # then: gpukit loadtest
 
 Autoscaling: `hpa.yaml` scales on the pods metric `gpukit_queue_depth` (target {spec.target_queue} queued requests per
 pod on average), which needs prometheus-adapter exposing that metric. With KEDA instead, delete the HPA and apply
-`kubectl apply{ns} -f keda/` (a `ScaledObject` querying Prometheus at `{spec.prometheus_url}`); never both.
-The GPU nodes need the NVIDIA device plugin (`nvidia.com/gpu`); the pods tolerate the usual `nvidia.com/gpu` taint.
+`kubectl apply{ns} -f keda/` (a `ScaledObject` querying Prometheus at `{spec.prometheus_url}` for the pods in
+namespace `{keda_ns}`{keda_from}); never both.
+{_nodes(spec)}
 Shutdown: `preStop` waits {PRESTOP_S} s for the endpoints to drop the pod, SIGTERM then stops admissions and every
 admitted request is answered before exit, within the {PRESTOP_S + math.ceil(spec.timeout_s) + 15} s grace period.
 {size}"""

@@ -128,7 +128,7 @@ def test_headline_time_is_for_a_layout_that_fits(run_cli: Callable[..., Any]) ->
     assert t["as_asked"] is False and t["fits"] and t["layout"] in ("fsdp × 2", "tp 2")  # ... so 2 GPUs are timed
     assert t["step_s"] > 0
     r = run_cli("plan", "llama-2-7b", "--gpu", "h100-sxm")
-    assert "(as asked it does not fit)" in " ".join(r.stdout.split())
+    assert "(as asked it does not fit: the fastest layout of the fewest GPUs that fit)" in " ".join(r.stdout.split())
     asked = cli_json(run_cli, "gpt2", "--gpu", "h100-sxm")["time"]
     assert asked["as_asked"] is True and asked["layout"] == "1 GPU"
 

@@ -10,11 +10,19 @@ import pytest
 import yaml
 from serve_testdata import make_checkpoint
 
+from gpukit.serve import deploy
 from gpukit.serve._store import open_history
-from gpukit.serve.deploy import PRESTOP_S, DeploySpec, size_from_loadtests
+from gpukit.serve.deploy import PRESTOP_S, TORCH_CUDA, DeploySpec, size_from_loadtests
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 K8S = "1.30.0"
+
+
+@pytest.fixture(autouse=True)
+def _no_cluster(monkeypatch, tmp_path):
+    """No kubeconfig and not in a pod: kubectl's own default namespace applies."""
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.setattr(deploy, "SERVICE_ACCOUNT_NS", str(tmp_path / "no-service-account"))
 
 
 @pytest.fixture
@@ -62,11 +70,12 @@ def test_manifests_validate_against_the_kubernetes_schemas(run_cli, model, tmp_p
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "gpukit-serve"}
     (m,) = hpa["spec"]["metrics"]
     assert m["pods"]["metric"]["name"] == "gpukit_queue_depth" and m["pods"]["target"]["averageValue"] == "32"
-    # the image is self-contained: checkpoint pair and gpukit copied, a CUDA runtime base, a non-root user
+    # the image is self-contained: checkpoint pair and gpukit copied, a CUDA base (torch's wheels bring the CUDA
+    # libraries), a non-root user
     assert (out / "model" / "best.json").is_file() and (out / "model" / "best.safetensors").is_file()
     assert (out / "gpukit" / "serve" / "app.py").is_file()
     docker = (out / "Dockerfile").read_text()
-    assert docker.splitlines()[2].startswith("FROM nvidia/cuda:") and "runtime" in docker and "USER 10001" in docker
+    assert docker.splitlines()[2].startswith("FROM nvidia/cuda:") and "-base-" in docker and "USER 10001" in docker
     assert "kubectl apply -n ml -f ." in (out / "README.md").read_text()
 
 
@@ -146,3 +155,77 @@ def test_bad_deploy_input_is_a_clear_error(run_cli, tmp_path):
     assert res.exit_code == 2 and "error:" in res.stderr and "Traceback" not in res.stderr
     with pytest.raises(Exception, match="--max"):
         DeploySpec(model=tmp_path, image="x:1", out=tmp_path, min_replicas=3, max_replicas=2).validate()
+
+
+def test_cpu_pods_get_a_cpu_image_and_no_gpu_text(run_cli, model, tmp_path):
+    out = tmp_path / "cpu"
+    _write(run_cli, model, out, "--gpus", "0")
+    dockerfile = (out / "Dockerfile").read_text()
+    assert "nvidia/cuda" not in dockerfile and f"FROM {deploy.CPU_BASE}" in dockerfile
+    assert "--index-url https://download.pytorch.org/whl/cpu" in dockerfile  # torch's CPU wheels, no CUDA libraries
+    assert dockerfile.rstrip().endswith('"--device", "cpu"]')
+    readme = (out / "README.md").read_text()
+    assert "nvidia.com/gpu" not in readme and "CPU pods" in readme
+    dep = yaml.safe_load((out / "deployment.yaml").read_text())
+    kubernetes_validate.validate(dep, K8S, strict=True)
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert "tolerations" not in pod and "nvidia.com/gpu" not in c["resources"]["limits"]
+    assert c["args"][c["args"].index("--device") + 1] == "cpu"
+    assert c["resources"]["requests"] == {"cpu": "4", "memory": "4Gi"}  # sized for CPU inference, not 8 / 16Gi
+    assert "requests 4 CPUs and 4Gi" in readme
+
+
+def test_gpu_image_matches_the_torch_build_it_installs(run_cli, model, tmp_path):
+    out = tmp_path / "gpu"
+    _write(run_cli, model, out)
+    dockerfile = (out / "Dockerfile").read_text()
+    base = next(line for line in dockerfile.splitlines() if line.startswith("FROM "))
+    index = next(line for line in dockerfile.splitlines() if "--index-url" in line)
+    cuda = TORCH_CUDA.replace(".", "")
+    assert base.startswith(f"FROM nvidia/cuda:{TORCH_CUDA}.") and f"/whl/cu{cuda} " in index  # one CUDA release
+    assert '"--device", "cuda"]' in dockerfile
+    assert "nvidia.com/gpu" in (out / "README.md").read_text()
+    c = yaml.safe_load((out / "deployment.yaml").read_text())["spec"]["template"]["spec"]["containers"][0]
+    assert c["resources"]["requests"] == {"cpu": "8", "memory": "16Gi"}
+
+
+def test_the_image_installs_the_torch_the_project_pins():
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())
+    torch_extra = pyproject["project"]["optional-dependencies"]["torch"]
+    assert set(deploy.TORCH_PACKAGES) <= set(torch_extra)
+    torch = pytest.importorskip("torch")
+    if torch.version.cuda:  # the wheel this machine installed from PyPI: the image's CUDA release is the same
+        assert torch.version.cuda == TORCH_CUDA
+
+
+def _query(out: Path) -> str:
+    obj = yaml.safe_load((out / "keda" / "scaledobject.yaml").read_text())
+    return obj["spec"]["triggers"][0]["metadata"]["query"]
+
+
+def test_keda_namespace_follows_namespace_option_or_kubectl(run_cli, model, tmp_path, monkeypatch):
+    _write(run_cli, model, tmp_path / "a", "--namespace", "ml")
+    assert 'namespace="ml"' in _query(tmp_path / "a")
+    config = tmp_path / "kubeconfig"
+    config.write_text(yaml.safe_dump({
+        "current-context": "work",
+        "contexts": [{"name": "other", "context": {"namespace": "x"}},
+                     {"name": "work", "context": {"cluster": "c", "namespace": "team-vision"}}],
+    }))  # fmt: skip
+    monkeypatch.setenv("KUBECONFIG", str(config))
+    _write(run_cli, model, tmp_path / "b")
+    assert 'namespace="team-vision"' in _query(tmp_path / "b")
+    assert "team-vision" in (tmp_path / "b" / "README.md").read_text()
+    pod_ns = tmp_path / "sa-namespace"
+    pod_ns.write_text("serving\n")
+    monkeypatch.setattr(deploy, "SERVICE_ACCOUNT_NS", str(pod_ns))  # run inside a pod: its own namespace
+    _write(run_cli, model, tmp_path / "c")
+    assert 'namespace="serving"' in _query(tmp_path / "c")
+
+
+def test_docs_name_the_images_deploy_writes():
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "serve.md").read_text()
+    assert deploy.CUDA_BASE in doc and deploy.CPU_BASE in doc

@@ -131,8 +131,11 @@ def test_load_recognises_an_edit_of_any_field(trained: tuple[Path, Path], tmp_pa
         checkpoint.load(copy / "last.json")
 
 
-def test_other_bad_inputs_are_errors_not_tracebacks(trained: tuple[Path, Path], run_cli, tmp_path: Path) -> None:
+def test_other_bad_inputs_are_errors_not_tracebacks(
+    trained: tuple[Path, Path], run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data, run = trained
+    monkeypatch.chdir(tmp_path)  # train without --out makes runs/MODEL-TIME/ here, not in the repository
     res = run_cli("train", str(data), "--seed", "-1", "--device", "cpu")
     assert res.exit_code == 2 and "--seed" in res.stderr
     empty = tmp_path / "empty"

@@ -82,8 +82,11 @@ def test_export_refuses_unwritable_path_and_keeps_no_unchecked_file(
     assert list(tmp_path.iterdir()) == [blocker]  # neither the unchecked model nor a temporary file is left
 
 
-def test_cli_train_json_and_bad_input(trained: tuple[Path, Path], run_cli, tmp_path: Path) -> None:
+def test_cli_train_json_and_bad_input(
+    trained: tuple[Path, Path], run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data, _ = trained
+    monkeypatch.chdir(tmp_path)  # train without --out makes runs/MODEL-TIME/ here, not in the repository
     res = run_cli("train", str(data), "--model", "seed-cnn", "--epochs", "1", "--batch-size", "8", "--image-size", "16",
                   "--min-steps", "0", "--device", "cpu", "--out", str(tmp_path / "r"), "--json")  # fmt: skip
     assert res.exit_code == 0, res.stderr

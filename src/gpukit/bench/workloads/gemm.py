@@ -298,10 +298,27 @@ def _triton_supports(size: Size) -> str | None:
     return None if size["dtype"] in ("fp16", "bf16") else "the Triton kernel takes fp16/bf16 inputs"
 
 
+CPU_PROBE_N = 512  # the GEMM the CPU estimate is timed on: ~0.27 GFLOP, milliseconds on any CPU with the dtype
+
+
 def _cpu_estimate(size: Size) -> float:
-    """A generous guess of one CPU call (≈ 0.5 TFLOP/s fp32, 10× slower for the others without AMX)."""
-    rate = 5e11 if size["dtype"] == "fp32" or "amx_tile" in cpu_matrix_features() else 5e10
-    return flops(size) / rate
+    """One CPU call at the rate a 512³ GEMM of the same dtype runs here, through the same path (the fastest of a
+    few timed calls): a fixed guess of the rate (500 GFLOP/s fp32, 50 bf16 without AMX) was 19× too fast on a
+    loaded 2-core machine and many times too slow for bf16 on a 16-core AMX host, skipping a row that ran in 0.4 s.
+    The rate only grows with n, so for larger GEMMs this errs long, never short of what a skip needs."""
+    from gpukit.bench.backends import get_backend
+    from gpukit.bench.workloads._common import calibrated_seconds_per_unit
+
+    probe = parse_size(f"{CPU_PROBE_N}:{size['dtype']}")
+    key = f"gemm:torch-cpu:{probe.label}"
+    inputs = _prepare("torch-cpu")(make_inputs(probe, np.random.default_rng(0)), probe)
+    shape, dtype = output_spec(probe)
+    out = get_backend("torch-cpu").poisoned(shape, dtype)
+
+    def run() -> None:
+        _torch_gemm(inputs, out, probe)
+
+    return calibrated_seconds_per_unit(key, run, flops(probe), warm=run) * flops(size)
 
 
 WORKLOAD = Workload(

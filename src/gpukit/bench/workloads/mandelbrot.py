@@ -181,7 +181,8 @@ def _estimator(
 
     ``linear``: array-expression backends (NumPy, PyTorch) pay a fixed cost per operation — tens of operations per
     iteration, whatever the frame — which a small frame's time is mostly made of: scaling it by the pixel ratio
-    estimated 69 s for a torch-cpu call that takes 0.2-2.7 s. Those time two frames (from ¼ and all of ``max_px``) and
+    estimated 69 s for a torch-cpu call that takes 0.2-2.7 s (Numba's parallel launch is such a fixed cost too: 6.6×
+    too high). Those time two frames (from ¼ and all of ``max_px``) and
     extrapolate the line through them (fixed cost plus per-pixel cost), growing the frames until the per-pixel
     part shows."""
 
@@ -195,8 +196,15 @@ def _estimator(
         inputs = make_inputs(small, np.random.default_rng(0))
 
         def timed() -> None:
-            tiny = parse_size(f"8x8x{it}")  # untimed warm-up: imports, thread pools, first-call costs
-            fn(make_inputs(tiny, np.random.default_rng(0)), b.poisoned((8, 8), "int32"), tiny)
+            # untimed warm-up: imports and first-call costs, and a frame above torch's parallel grain (32,768
+            # elements) so its thread pool starts here, not inside a timed call
+            for warm in (f"8x8x{it}", "256x256x2"):
+                tiny = parse_size(warm)
+                fn(
+                    make_inputs(tiny, np.random.default_rng(0)),
+                    b.poisoned((tiny["height"], tiny["width"]), "int32"),
+                    tiny,
+                )
 
         n = small["width"] * small["height"]
         per_px = calibrated_seconds_per_unit(f"mandelbrot:{key}:{small.label}", lambda: fn(inputs, out, small), n,
@@ -219,7 +227,10 @@ def _estimator(
             t0, n0, px = t1, n1, px * 4
         if n1 <= n0:
             return t1 / n1 * w * h
-        slope = max((t1 - t0) / (n1 - n0), 0.0)
+        # A fixed cost is never negative, so the per-pixel cost is at most either frame's average. A slope above
+        # that is noise, not cost: on a loaded machine torch's CPU threads stall per operation (a few ms each,
+        # whatever the frame), and a stall in the larger frame alone, extrapolated, made a 1 s call "26 s".
+        slope = min(max((t1 - t0) / (n1 - n0), 0.0), t0 / n0, t1 / n1)
         return max(t1 - slope * n1, 0.0) + slope * w * h
 
     return estimate
@@ -259,7 +270,7 @@ WORKLOAD = Workload(
         "numba-cpu": Implementation(
             "numba-cpu",
             _numba_cpu,
-            estimate_s=_estimator("numba-cpu", _numba_cpu, "numba-cpu", 65536),
+            estimate_s=_estimator("numba-cpu", _numba_cpu, "numba-cpu", 65536, linear=True),
             dtype="float32",
             note="@njit(parallel=True)",
         ),
