@@ -20,7 +20,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from gpukit.serve.batcher import Batcher, Outcome, QueueFull
+from gpukit.serve.batcher import GONE, Batcher, Outcome, QueueFull
 
 __all__ = ["PipeClient", "serve_pipe"]
 
@@ -45,7 +45,15 @@ class PipeClient:
         self._lock = threading.Lock()
         self._depth = 0
         self._reading: asyncio.AbstractEventLoop | threading.Thread | None = None
+        self._on_gone: Callable[[], None] | None = None
         self.closed = False
+
+    def watch(self, on_gone: Callable[[], None]) -> None:
+        """Read the pipe from now on (on the running loop), not from the first request: the model process's exit
+        is seen at once, also by a worker that has not sent anything yet; ``on_gone`` then runs (on the loop)."""
+        self._on_gone = on_gone
+        if self._reading is None:
+            self._start_reading()
 
     @property
     def depth(self) -> int:
@@ -53,14 +61,18 @@ class PipeClient:
 
     def submit(self, image: np.ndarray | bytes, deadline: float, callback: Callable[[Outcome], None]) -> None:
         if self.closed:
-            raise QueueFull
+            raise BrokenPipeError("the model process exited")
         if self._reading is None:
             self._start_reading()
         rid = next(self._ids)
-        self._pending[rid] = callback
         kind, payload = (1, image) if isinstance(image, bytes) else (0, image.tobytes())
-        with self._lock:
-            self.conn.send_bytes(_REQ.pack(rid, deadline, kind) + payload)
+        self._pending[rid] = callback
+        try:
+            with self._lock:
+                self.conn.send_bytes(_REQ.pack(rid, deadline, kind) + payload)
+        except OSError:  # the model process is gone (its end of the pipe closed): the caller answers 503
+            self._pending.pop(rid, None)
+            raise
 
     def _start_reading(self) -> None:
         try:
@@ -109,8 +121,10 @@ class PipeClient:
         """The model process went away: every waiting request fails now, not at its deadline."""
         self.closed = True
         for callback in list(self._pending.values()):
-            callback(Outcome(None, 0.0, 0.0, 0, "the model process exited"))
+            callback(Outcome(None, 0.0, 0.0, 0, GONE))
         self._pending.clear()
+        if self._on_gone is not None:
+            self._on_gone()
 
 
 def serve_pipe(conn: Connection, batcher: Batcher, shape: tuple[int, int, int]) -> threading.Thread:
