@@ -6,6 +6,7 @@ process (both: ``submit(image, deadline, callback)`` and ``depth``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import os
@@ -230,25 +231,35 @@ class _DecodeJob:
         self._lock = threading.Lock()
 
     async def run(self, files: list[bytes]) -> list[np.ndarray]:
+        """Decode on at most ``pool threads`` jobs, each taking every k-th image in turn: a batch of 256 is a few
+        futures, not 256, and the first refused image stops the others at their next image."""
         core, loop = self.core, asyncio.get_running_loop()
-        futures = [loop.run_in_executor(core.pool, self.decode, data) for data in files]
-        core.decode_queued += len(futures)
-        for f in futures:
-            f.add_done_callback(self._done)
+        k = min(len(files), core.pool._max_workers)
+        futures = [loop.run_in_executor(core.pool, self.decode_slice, files[i::k]) for i in range(k)]
+        core.decode_queued += len(files)
+        for i, f in enumerate(futures):
+            f.add_done_callback(functools.partial(self._done, len(files[i::k])))
         try:
             async with asyncio.timeout(max(0.0, self.deadline - time.monotonic())):
-                return await asyncio.gather(*futures)
+                slices = await asyncio.gather(*futures)
         except TimeoutError:
             raise RequestRejected(504, "timeout", f"not decoded within {core.config.timeout_s:g} s") from None
         finally:
             self.stopped = True
             for f in futures:
                 f.cancel()  # those not started leave the pool's queue
+        out: list[np.ndarray] = [None] * len(files)  # type: ignore[list-item]
+        for i, part in enumerate(slices):
+            out[i::k] = part
+        return out
 
-    def _done(self, future: asyncio.Future[Any]) -> None:
-        self.core.decode_queued -= 1
+    def _done(self, images: int, future: asyncio.Future[Any]) -> None:
+        self.core.decode_queued -= images
         if not future.cancelled():
             future.exception()  # retrieved: a second failure of one request is not logged as unhandled
+
+    def decode_slice(self, datas: list[bytes]) -> list[np.ndarray]:
+        return [self.decode(d) for d in datas]
 
     def decode(self, data: bytes) -> np.ndarray:
         """On a pool thread: header, budgets, pixels."""

@@ -165,10 +165,10 @@ def png_rows_complete(data: bytes, im: Any) -> bool:
 
 
 def warm_decoder(size: int) -> None:
-    """Decode one small JPEG and PNG now, so the first request does not pay for Pillow's plugin imports (~100 ms)."""
+    """Decode one small image of each format now, so the first request does not pay for Pillow's plugin imports."""
     from PIL import Image
 
-    for fmt in ("JPEG", "PNG"):
+    for fmt in ("JPEG", "PNG", "WEBP", "GIF"):
         buf = io.BytesIO()
         Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(buf, fmt)
         decode_bytes(buf.getvalue(), size, 64 * 64)

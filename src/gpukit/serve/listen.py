@@ -59,12 +59,21 @@ def uvicorn_server(app: Any, config: ServeConfig, on_exit: Callable[[], None]) -
     from gpukit.serve.protocol import ConnectionStats, protocol_class
 
     class DrainingServer(uvicorn.Server):
+        connection_stats: ConnectionStats
+
         def handle_exit(self, sig: int, frame: Any) -> None:
-            on_exit()  # readyz → 503 and new requests → 503 first; uvicorn then waits for the admitted ones
             super().handle_exit(sig, frame)
             captured = getattr(self, "_captured_signals", None)
             if isinstance(captured, list) and sig in captured:
                 captured.remove(sig)  # a clean drain exits 0 (uvicorn would re-raise the signal after it)
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # the listener closes first, then requests hear "draining" (503, Connection: close): a client that
+            # reconnects after that is refused, never accepted into a backlog that the close would reset
+            for listener in self.servers:
+                listener.close()
+            on_exit()
+            await super().shutdown(sockets)
 
     stats = ConnectionStats()
     try:

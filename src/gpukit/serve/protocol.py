@@ -9,9 +9,10 @@ connection for ever; uvicorn issue #157):
   of the request's first byte on a kept-alive connection), else 408 (nginx's ``client_header_timeout``). The body's
   deadline is the request's own (``--timeout-s``), enforced by the app.
 - **Lingering close**: a connection closed while the client may still be sending (an early 413/401/503, a 408, the
-  drain) is half-closed after the response and what still arrives is read and discarded, up to ``LINGER_BYTES`` or
-  ``LINGER_S``; closing at once would make the kernel answer the unread bytes with a reset, and clients that send the
-  whole body before reading (urllib, http.client) would never see the JSON answer (nginx's lingering close).
+  drain) is half-closed after the response and what still arrives is read and discarded, up to ``LINGER_BYTES``
+  (``LINGER_REFUSED_BYTES`` after a 431/408) or ``LINGER_S``; closing at once would make the kernel answer the
+  unread bytes with a reset, and clients that send the whole body before reading (urllib, http.client) would never
+  see the JSON answer (nginx's lingering close).
 - **Drain**: on shutdown an idle keep-alive connection is not cut at once (a request may be on its way: cutting
   would reset it); for ``DRAIN_IDLE_S`` a request that arrives is answered (503 while draining) with
   ``Connection: close``, then the connection is closed cleanly. Busy connections finish their response, then close.
@@ -24,12 +25,13 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["DRAIN_IDLE_S", "HEADER_LIMIT_BYTES", "LINGER_BYTES", "LINGER_S", "ConnectionStats", "protocol_class"]
 
 HEADER_LIMIT_BYTES = 64 * 1024
 LINGER_BYTES = 256 * 2**20  # what a lingering close reads and discards at most (a 64 MB upload is answered)
+LINGER_REFUSED_BYTES = 2**20  # after a 431/408: no ordinary client is still sending a body then
 LINGER_S = 5.0
 DRAIN_IDLE_S = 0.5
 
@@ -75,10 +77,10 @@ def protocol_class(header_timeout_s: float, stats: ConnectionStats) -> type[asyn
             self._real = transport
             self._in_head, self._head_bytes = True, 0
             self._closing = self._discarding = self._lost = self._draining = False
-            self._discarded = 0
+            self._discarded, self._linger_bytes = 0, LINGER_BYTES
             self._head_timer: asyncio.TimerHandle | None = None
             self._timers: list[asyncio.TimerHandle] = []
-            super().connection_made(_Transport(transport, self._linger_close))
+            super().connection_made(cast("asyncio.Transport", _Transport(transport, self._linger_close)))
             stats.opened += 1
             stats.open_now += 1
             self._arm_head_timer()
@@ -91,13 +93,13 @@ def protocol_class(header_timeout_s: float, stats: ConnectionStats) -> type[asyn
                     timer.cancel()
             cycle = self.cycle
             if cycle is not None and not cycle.response_complete:
-                cycle.scope["gpukit.client_gone"] = True
+                cast("dict[str, Any]", cycle.scope)["gpukit.client_gone"] = True
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
             if self._discarding:
                 self._discarded += len(data)
-                if self._discarded > LINGER_BYTES:
+                if self._discarded > self._linger_bytes:
                     self._real.close()
                 return
             if not self._in_head:
@@ -147,6 +149,7 @@ def protocol_class(header_timeout_s: float, stats: ConnectionStats) -> type[asyn
             """Answer (JSON) before the headers were complete, and close without parsing further."""
             if self.cycle is None or self.cycle.response_complete:  # never between another response's bytes
                 self._real.write(_response(status, code, detail))
+            self._linger_bytes = LINGER_REFUSED_BYTES
             self._linger_close()
 
         def _linger_close(self) -> None:
@@ -162,9 +165,6 @@ def protocol_class(header_timeout_s: float, stats: ConnectionStats) -> type[asyn
             self._discarding = True
             self.flow.resume_reading()
             self._timers.append(self.loop.call_later(LINGER_S, real.close))
-
-        def eof_received(self) -> bool | None:
-            return None  # the client finished sending: the transport closes itself
 
         def shutdown(self) -> None:
             """The server is draining (uvicorn calls this on every connection)."""

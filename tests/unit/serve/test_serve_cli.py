@@ -72,9 +72,10 @@ def test_loadtest_against_nothing_reports_errors_not_a_crash(run_cli, tmp_path: 
         "20",
         "--json",
     )
-    assert res.exit_code == 0, res.stderr
+    assert res.exit_code == 1, res.stderr  # nothing succeeded: a failure, not a throughput (issue 22)
+    assert "no request succeeded" in res.stderr and "Traceback" not in res.stderr
     import json
 
-    doc = json.loads(res.stdout)
+    doc = json.loads(res.stdout)  # the result is still printed, to show what went wrong
     assert set(doc["statuses"]) == {"0"} and doc["errors"] and "Connect" in doc["errors"][0]
     assert doc["sent"] <= 20
