@@ -37,7 +37,7 @@ def _serve_command(
     timeout_s: float = typer.Option(10.0, "--timeout-s", help="A request not answered by then gets 504."),
     api_key_env: str | None = typer.Option(None, "--api-key-env", help="Require the key held in this env variable."),
     max_body_mb: float = typer.Option(8.0, "--max-body-mb", help="Larger bodies get 413."),
-    max_pixels: int = typer.Option(16_000_000, "--max-pixels", help="Images with more pixels get 413."),
+    max_pixels: int = typer.Option(16_777_216, "--max-pixels", help="Images with more pixels get 413."),
     decode_memory_mb: float = typer.Option(
         512.0, "--decode-memory-mb", help="Decoded pixels held at once per HTTP process (one request: half)."
     ),

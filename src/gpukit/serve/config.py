@@ -23,7 +23,7 @@ class ServeConfig:
     timeout_s: float = 10.0  # a request not answered by then gets 504 and its work is dropped
     api_key_env: str | None = None  # name of the environment variable holding the API key
     max_body_mb: float = 8.0
-    max_pixels: int = 16_000_000  # width × height above this is refused before decoding (docs/serve.md says why)
+    max_pixels: int = 16_777_216  # width × height above this is refused before decoding (docs/serve.md says why)
     decode_memory_mb: float = 512.0  # decoded pixels held at once per HTTP process; one request at most half
     amp: str = "off"  # off (the same numbers as `gpukit predict`) or bf16 (autocast on CUDA)
     cuda_graphs: bool = True  # capture one graph per padded batch size on CUDA
