@@ -10,6 +10,7 @@ import io
 import json
 import re
 import signal
+import socket
 import threading
 import time
 import urllib.error
@@ -21,8 +22,8 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("torch")
 
-from serve_harness import multipart, post_image, request, start_server
-from serve_hostile import attacker_pool, hold, p99_allowed, probe, record, scaled, send_then_read
+from serve_harness import metric, multipart, post_image, request, start_server
+from serve_hostile import attacker_pool, hold, host_port, p99_allowed, probe, record, scaled, send_then_read
 from serve_testdata import image_bytes, make_checkpoint
 
 CLASSES = ["[bold]b", "plain"]  # markup in a class name must print as it is
@@ -131,7 +132,7 @@ def test_webp_bombs_are_refused_in_milliseconds_beside_normal_requests(model, no
         assert srv.stop() == 0
 
 
-def test_huge_headers_get_431_without_being_parsed(model, normal):
+def test_huge_headers_get_431_without_being_parsed_and_a_client_gone_is_499(model, normal):
     srv = start_server(model, "--quiet")
     try:
         baseline = probe(srv.url, *normal, seconds=1.5, clients=2)
@@ -155,10 +156,19 @@ def test_huge_headers_get_431_without_being_parsed(model, normal):
             baseline_p99_ms=baseline.p(99),
             small_exchange_p90_ms=sorted(small)[17] * 1000,
         )
+        assert len(answers) == 2
         for status, seconds, body in answers:
             assert status == "431" and json.loads(body)["error"] == "headers_too_large"
             assert seconds <= allowed_s
         assert beside.ok_share == 1.0 and beside.p(99) <= p99_allowed(baseline)
+        for _ in range(3):  # clients that leave half-way through their bodies: 499, never 500
+            with socket.create_connection(host_port(srv.url)) as sock:
+                sock.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + b"\xff" * 999)
+                time.sleep(0.2)
+        time.sleep(0.5)
+        text = request(srv.url + "/metrics")[2].decode()
+        assert metric(text, "gpukit_requests_total", 'route="/v1/predict",status="499"') == 3
+        assert metric(text, "gpukit_requests_total", 'route="/v1/predict",status="500"') == 0
     finally:
         assert srv.stop() == 0
 
