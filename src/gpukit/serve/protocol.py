@@ -51,12 +51,21 @@ class ConnectionStats:
 
 
 class _Transport:
-    """The real transport, except that ``close()`` is the protocol's lingering close."""
+    """The real transport, except that ``close()`` is the protocol's lingering close, after which the transport
+    counts as closing (uvicorn then starts no pipelined request on it)."""
 
     def __init__(self, real: asyncio.Transport, close: Any) -> None:
         self._real = real
         self.write = real.write  # the hot path, without __getattr__
-        self.close = close
+        self._close = close
+        self._closed = False
+
+    def close(self) -> None:
+        self._closed = True
+        self._close()
+
+    def is_closing(self) -> bool:
+        return self._closed or self._real.is_closing()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
@@ -150,7 +159,7 @@ def protocol_class(header_timeout_s: float, stats: ConnectionStats) -> type[asyn
             if self.cycle is None or self.cycle.response_complete:  # never between another response's bytes
                 self._real.write(_response(status, code, detail))
             self._linger_bytes = LINGER_REFUSED_BYTES
-            self._linger_close()
+            self.transport.close()
 
         def _linger_close(self) -> None:
             if self._closing:
@@ -179,11 +188,11 @@ def protocol_class(header_timeout_s: float, stats: ConnectionStats) -> type[asyn
                 return
             if (self.cycle is None or self.cycle.response_complete) and self._head_bytes == 0:
                 stats.drained += 1
-                self._linger_close()
+                self.transport.close()
             elif self._in_head:  # half a request after the drain began: the header deadline ends it
                 self._refuse(503, "draining", "the server is shutting down; retry on another replica")
 
         def timeout_keep_alive_handler(self) -> None:
-            self._linger_close()
+            self.transport.close()
 
     return GuardedProtocol
