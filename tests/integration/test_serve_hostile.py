@@ -90,6 +90,7 @@ def test_slow_bodies_and_slowloris_hold_no_admission_and_are_cut_at_the_deadline
         assert growth_mb < 200
     finally:
         assert srv.stop() == 0
+        assert "Traceback" not in "\n".join(srv.log), srv.log[-30:]
 
 
 def test_webp_bombs_are_refused_in_milliseconds_beside_normal_requests(model, normal):
@@ -130,6 +131,7 @@ def test_webp_bombs_are_refused_in_milliseconds_beside_normal_requests(model, no
         assert growth_mb <= 200
     finally:
         assert srv.stop() == 0
+        assert "Traceback" not in "\n".join(srv.log), srv.log[-30:]
 
 
 def test_huge_headers_get_431_without_being_parsed_and_a_client_gone_is_499(model, normal):
@@ -171,6 +173,7 @@ def test_huge_headers_get_431_without_being_parsed_and_a_client_gone_is_499(mode
         assert metric(text, "gpukit_requests_total", 'route="/v1/predict",status="500"') == 0
     finally:
         assert srv.stop() == 0
+        assert "Traceback" not in "\n".join(srv.log), srv.log[-30:]
 
 
 def test_clients_that_send_the_whole_body_first_see_the_json_answer(model):
@@ -189,6 +192,7 @@ def test_clients_that_send_the_whole_body_first_see_the_json_answer(model):
         record("whole_body_first", uploads_each=n, statuses=seen)
     finally:
         assert srv.stop() == 0
+        assert "Traceback" not in "\n".join(srv.log), srv.log[-30:]
 
 
 def _upload(client: str, url: str, body: bytes, key: str) -> int:
@@ -313,6 +317,7 @@ def test_a_short_deadline_under_load_lets_no_late_200_through(model, normal):
         assert max(ok) <= 55  # the deadline's check comes before the encoding (well under 5 ms)
     finally:
         assert srv.stop() == 0
+        assert "Traceback" not in "\n".join(srv.log), srv.log[-30:]
 
 
 def test_killing_the_model_process_ends_every_worker_and_no_probe_lies(model, normal):
@@ -341,6 +346,7 @@ def test_killing_the_model_process_ends_every_worker_and_no_probe_lies(model, no
     assert all(h != 200 and r != 200 for at, h, r in probes if at >= 0.5), probes  # no probe says alive or ready
     assert 500 not in statuses and statuses.get(200, 0) > 0, statuses
     assert any("the model process exited; HTTP worker" in line for line in srv.log), srv.log
+    assert "Traceback" not in "\n".join(srv.log), srv.log
 
 
 def _alive(proc) -> bool:  # type: ignore[no-untyped-def]
@@ -380,6 +386,7 @@ def test_loadtest_fails_and_saves_nothing_when_nothing_succeeds(model, tmp_path,
         assert res.exit_code == 1
     finally:
         assert srv.stop() == 0
+        assert "Traceback" not in "\n".join(srv.log), srv.log[-30:]
     if db.exists():
         from gpukit.serve._store import open_history
 
