@@ -194,6 +194,15 @@ def test_loadtest_counts_match_the_metrics_of_a_several_process_server(model, im
         assert doc["model"]["model"] == "seed-cnn"
     finally:
         assert srv.stop() == 0
+    for _ in range(50):  # the log pump may be a line behind the exit
+        if srv.log and srv.log[-1].startswith("stopped"):
+            break
+        time.sleep(0.1)
+    summary = r"stopped \(2 HTTP processes\): (\d+) requests admitted, (\d+) answered .*; (\d+) connections"
+    m = re.match(summary, srv.log[-1])
+    assert m, srv.log[-3:]
+    admitted, answered, connections = map(int, m.groups())
+    assert admitted == answered >= doc["sent"] and connections >= 8  # the workers' counts, summed
 
 
 def _http_workers(srv) -> list:  # type: ignore[no-untyped-def]

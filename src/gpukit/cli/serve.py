@@ -125,10 +125,9 @@ def _loopback(host: str) -> bool:
 
 
 def _summary(end: Stopped) -> str:
-    if end.admitted is None:
-        return "stopped: every HTTP process drained"
+    where = f" ({end.processes} HTTP processes)" if end.processes > 1 else ""
     return (
-        f"stopped: {end.admitted} requests admitted, {end.answered} answered ({end.answered_ok} with 200), "
+        f"stopped{where}: {end.admitted} requests admitted, {end.answered} answered ({end.answered_ok} with 200), "
         f"{end.cancelled} left by their clients; {end.connections} connections, {end.drained} idle ones closed "
         f"by the drain, {end.header_refused} refused before their headers were complete"
     )

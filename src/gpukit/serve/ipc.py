@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import struct
 import threading
@@ -24,7 +25,8 @@ from gpukit.serve.batcher import GONE, Batcher, Outcome, QueueFull
 
 __all__ = ["PipeClient", "serve_pipe"]
 
-_REQ = struct.Struct("<QdB")  # id, deadline, kind (0: uint8 pixels, 1: JPEG bytes for the model process to decode)
+_REQ = struct.Struct("<QdB")  # id, deadline, kind (0: uint8 pixels, 1: JPEG bytes for the model process to decode,
+# 2: the worker's final counts as JSON, sent once as it exits)
 _REP = struct.Struct("<QBdddII")  # id, status, queue_s, prep_s, infer_s, batch size, queue depth
 _OK, _FULL, _TIMEOUT, _ERROR = 0, 1, 2, 3
 _STATUS = {_FULL: "full", _TIMEOUT: "timeout"}
@@ -73,6 +75,11 @@ class PipeClient:
         except OSError:  # the model process is gone (its end of the pipe closed): the caller answers 503
             self._pending.pop(rid, None)
             raise
+
+    def send_counts(self, counts: dict[str, int]) -> None:
+        """As the worker exits: its requests and connections, for the server's shutdown summary."""
+        with self._lock:
+            self.conn.send_bytes(_REQ.pack(0, 0.0, 2) + json.dumps(counts).encode())
 
     def _start_reading(self) -> None:
         try:
@@ -127,8 +134,14 @@ class PipeClient:
             self._on_gone()
 
 
-def serve_pipe(conn: Connection, batcher: Batcher, shape: tuple[int, int, int]) -> threading.Thread:
-    """Model side: a thread that reads one worker's requests into the batcher and writes the replies back."""
+def serve_pipe(
+    conn: Connection,
+    batcher: Batcher,
+    shape: tuple[int, int, int],
+    on_counts: Callable[[dict[str, int]], None] | None = None,
+) -> threading.Thread:
+    """Model side: a thread that reads one worker's requests into the batcher and writes the replies back;
+    ``on_counts`` gets the worker's final counts (``PipeClient.send_counts``)."""
     lock = threading.Lock()
     nbytes = int(np.prod(shape))
 
@@ -158,6 +171,10 @@ def serve_pipe(conn: Connection, batcher: Batcher, shape: tuple[int, int, int]) 
                 return
             rid, deadline, kind = _REQ.unpack_from(msg)
             image: np.ndarray | bytes
+            if kind == 2:
+                if on_counts is not None:
+                    on_counts(json.loads(msg[_REQ.size :]))
+                continue
             if kind == 1:
                 image = msg[_REQ.size :]
             elif len(msg) == _REQ.size + nbytes:

@@ -5,15 +5,50 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from typing import Any
 
 from gpukit.errors import ConfigError
 from gpukit.serve.config import ServeConfig
 
-__all__ = ["DRAIN_GRACE_S", "KEEP_ALIVE_S", "drain_s", "listen_socket", "raise_open_files_limit", "uvicorn_server"]
+__all__ = [
+    "DRAIN_GRACE_S",
+    "KEEP_ALIVE_S",
+    "Stopped",
+    "drain_s",
+    "listen_socket",
+    "raise_open_files_limit",
+    "uvicorn_server",
+]
 
 KEEP_ALIVE_S = 30  # an idle keep-alive connection is closed (cleanly) after this
 DRAIN_GRACE_S = 2.0  # past the request deadline, for the last answers to be written and idle connections closed
+
+
+@dataclass
+class Stopped:
+    """How the server ended: the requests admitted and answered (equal after a clean drain) and the connections,
+    summed over the HTTP processes (with ``--workers N``: those that exited cleanly and sent their counts)."""
+
+    admitted: int
+    answered: int
+    answered_ok: int
+    cancelled: int
+    connections: int = 0  # accepted over the server's life
+    drained: int = 0  # idle keep-alive connections closed cleanly by the drain
+    header_refused: int = 0  # answered 431 (headers too large) or 408 (headers too slow)
+    processes: int = 1  # HTTP processes whose counts these are
+
+    @classmethod
+    def of(cls, core: Any, stats: Any) -> Stopped:
+        """One HTTP process's counts: its ``Core`` and its uvicorn's ``ConnectionStats``."""
+        refused = stats.header_too_large + stats.header_timeouts
+        return cls(core.admitted, core.answered, core.answered_ok, core.cancelled, stats.opened, stats.drained, refused)
+
+    @classmethod
+    def total(cls, parts: list[dict[str, int]]) -> Stopped:
+        names = [f.name for f in fields(cls) if f.name != "processes"]
+        return cls(**{n: sum(p.get(n, 0) for p in parts) for n in names}, processes=len(parts))
 
 
 def drain_s(config: ServeConfig) -> float:

@@ -29,7 +29,7 @@ from typing import Any
 
 from gpukit.errors import ConfigError, ServeError
 from gpukit.serve.config import ServeConfig
-from gpukit.serve.listen import drain_s, listen_socket, raise_open_files_limit, uvicorn_server
+from gpukit.serve.listen import Stopped, drain_s, listen_socket, raise_open_files_limit, uvicorn_server
 
 __all__ = ["MAX_RESTARTS", "RESTART_WINDOW_S", "Started", "Stopped", "Tick", "run"]
 
@@ -50,20 +50,6 @@ class Started:
     queue_size: int
     api_key: str  # "on (GPUKIT_KEY)", "off", or "missing: …"
     warmup_s: float
-
-
-@dataclass
-class Stopped:
-    """How the server ended: in one process, the requests admitted and answered (equal after a clean drain)."""
-
-    admitted: int | None
-    answered: int | None
-    answered_ok: int | None
-    cancelled: int | None
-    connections: int | None = None  # accepted over the server's life
-    drained: int | None = None  # idle keep-alive connections closed cleanly by the drain
-    header_refused: int | None = None  # answered 431 (headers too large) or 408 (headers too slow)
-    drain_limit_s: float | None = None
 
 
 @dataclass
@@ -97,8 +83,7 @@ def run(
     key_state = _api_key_state(config)
     if config.workers == 1:
         return _run_one(config, key_state, on_started, on_tick)
-    _run_many(config, key_state, on_started, on_tick, on_notice or (lambda _m: None))
-    return Stopped(None, None, None, None)  # the counts live in the workers; /metrics had them
+    return _run_many(config, key_state, on_started, on_tick, on_notice or (lambda _m: None))
 
 
 def _ticker(stats_of: Callable[[], tuple[Any, int]], on_tick: Callable[[Tick], None] | None) -> threading.Event:
@@ -159,17 +144,7 @@ def _run_one(
         sock.close()
     if core.load_error:
         raise ServeError(f"the model could not be loaded: {core.load_error}")
-    c = server.connection_stats
-    return Stopped(
-        core.admitted,
-        core.answered,
-        core.answered_ok,
-        core.cancelled,
-        c.opened,
-        c.drained,
-        c.header_too_large + c.header_timeouts,
-        drain_s(config),
-    )
+    return Stopped.of(core, server.connection_stats)
 
 
 def _started(
@@ -196,7 +171,7 @@ def _run_many(
     on_started: Callable[[Started], None],
     on_tick: Callable[[Tick], None] | None,
     on_notice: Callable[[str], None],
-) -> None:
+) -> Stopped:
     metrics_dir = tempfile.mkdtemp(prefix="gpukit-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # before prometheus_client is imported, here and in workers
     placeholder = listen_socket(config.host, config.port, reuse_port=True, listen=False)  # holds the port
@@ -219,6 +194,7 @@ def _run_many(
         stop_ticks.set()
         fleet.drain(drain_s(config))
         engine.stop()
+        return Stopped.total(fleet.counts)
     finally:
         if fleet is not None:
             fleet.kill()
@@ -248,6 +224,7 @@ class _Fleet:
         self.config, self.engine = config, engine
         self.ctx = mp.get_context("spawn")
         self.procs: list[Any] = []
+        self.counts: list[dict[str, int]] = []  # each worker's, as it exits
         self.shape = (3, engine.runner.info.image_size, engine.runner.info.image_size)
 
     def start_worker(self, i: int) -> Any:
@@ -259,7 +236,8 @@ class _Fleet:
         proc = self.ctx.Process(target=worker_main, args=args, name=f"gpukit-http-{i}")
         proc.start()
         child.close()
-        serve_pipe(parent, self.engine.batcher, self.shape)  # its thread ends when the worker's end of the pipe closes
+        # its thread ends when the worker's end of the pipe closes
+        serve_pipe(parent, self.engine.batcher, self.shape, self.counts.append)
         return proc
 
     def start(self) -> None:

@@ -9,6 +9,7 @@ with ``MODEL_GONE_EXIT`` after printing why, so that nothing is left listening f
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 from multiprocessing.connection import Connection
 
 from gpukit.serve.config import ServeConfig
@@ -24,7 +25,7 @@ def worker_main(config: ServeConfig, info: ModelInfo, conn: Connection, index: i
     from gpukit.serve.app import build_app
     from gpukit.serve.core import Core
     from gpukit.serve.ipc import PipeClient
-    from gpukit.serve.listen import listen_socket, raise_open_files_limit, uvicorn_server
+    from gpukit.serve.listen import Stopped, listen_socket, raise_open_files_limit, uvicorn_server
     from gpukit.serve.metrics import Metrics
 
     raise_open_files_limit()
@@ -46,6 +47,10 @@ def worker_main(config: ServeConfig, info: ModelInfo, conn: Connection, index: i
     )
     try:
         server.run(sockets=[sock])
+        if not core.model_gone:
+            client.send_counts(asdict(Stopped.of(core, server.connection_stats)))
+    except OSError:
+        pass  # the model process is gone: nobody to tell
     finally:
         sock.close()
         conn.close()
