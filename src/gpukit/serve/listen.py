@@ -14,6 +14,7 @@ from gpukit.serve.config import ServeConfig
 __all__ = [
     "DRAIN_GRACE_S",
     "KEEP_ALIVE_S",
+    "ConnectionStats",
     "Stopped",
     "drain_s",
     "listen_socket",
@@ -23,6 +24,18 @@ __all__ = [
 
 KEEP_ALIVE_S = 30  # an idle keep-alive connection is closed (cleanly) after this
 DRAIN_GRACE_S = 2.0  # past the request deadline, for the last answers to be written and idle connections closed
+
+
+@dataclass
+class ConnectionStats:
+    """Connections of one HTTP process, for the shutdown summary."""
+
+    opened: int = 0
+    open_now: int = 0
+    header_too_large: int = 0  # answered 431
+    header_timeouts: int = 0  # answered 408 before their headers were complete
+    lingered: int = 0  # closed with a lingering close (half-close, the rest read and discarded)
+    drained: int = 0  # idle keep-alive connections closed cleanly by the drain
 
 
 @dataclass
@@ -53,8 +66,10 @@ class Stopped:
 
 def drain_s(config: ServeConfig) -> float:
     """The longest a SIGTERM takes to end the server: every admitted request ends by its deadline."""
-    from gpukit.serve.protocol import DRAIN_IDLE_S, LINGER_S
-
+    try:
+        from gpukit.serve.protocol import DRAIN_IDLE_S, LINGER_S
+    except ImportError:  # no httptools: uvicorn's h11 protocol, no lingering close
+        return config.timeout_s + DRAIN_GRACE_S
     return config.timeout_s + DRAIN_GRACE_S + DRAIN_IDLE_S + LINGER_S
 
 
@@ -91,8 +106,6 @@ def raise_open_files_limit() -> int:
 def uvicorn_server(app: Any, config: ServeConfig, on_exit: Callable[[], None]) -> Any:
     import uvicorn
 
-    from gpukit.serve.protocol import ConnectionStats, protocol_class
-
     class DrainingServer(uvicorn.Server):
         connection_stats: ConnectionStats
 
@@ -112,6 +125,8 @@ def uvicorn_server(app: Any, config: ServeConfig, on_exit: Callable[[], None]) -
 
     stats = ConnectionStats()
     try:
+        from gpukit.serve.protocol import protocol_class
+
         http: Any = protocol_class(min(config.timeout_s, 60.0), stats)
     except ImportError:  # no httptools: uvicorn's h11, whose header limit answers 400 (no lingering close)
         http = "h11"

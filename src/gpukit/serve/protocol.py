@@ -24,10 +24,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-__all__ = ["DRAIN_IDLE_S", "HEADER_LIMIT_BYTES", "LINGER_BYTES", "LINGER_S", "ConnectionStats", "protocol_class"]
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # ImportError without httptools
+
+if TYPE_CHECKING:
+    from gpukit.serve.listen import ConnectionStats
+
+__all__ = [
+    "DRAIN_IDLE_S",
+    "HEADER_LIMIT_BYTES",
+    "LINGER_BYTES",
+    "LINGER_S",
+    "GuardedProtocol",
+    "protocol_class",
+]
 
 HEADER_LIMIT_BYTES = 64 * 1024
 LINGER_BYTES = 256 * 2**20  # what a lingering close reads and discards at most (a 64 MB upload is answered)
@@ -36,18 +47,6 @@ LINGER_S = 5.0
 DRAIN_IDLE_S = 0.5
 
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large", 503: b"Service Unavailable"}
-
-
-@dataclass
-class ConnectionStats:
-    """Connections of one HTTP process, for the shutdown summary."""
-
-    opened: int = 0
-    open_now: int = 0
-    header_too_large: int = 0  # answered 431
-    header_timeouts: int = 0  # answered 408 before their headers were complete
-    lingered: int = 0  # closed with a lingering close (half-close, the rest read and discarded)
-    drained: int = 0  # idle keep-alive connections closed cleanly by the drain
 
 
 class _Transport:
@@ -77,122 +76,127 @@ def _response(status: int, code: str, detail: str) -> bytes:
     return head % (status, _REASONS[status], len(body)) + body
 
 
-def protocol_class(header_timeout_s: float, stats: ConnectionStats) -> type[asyncio.Protocol]:
-    """A subclass of uvicorn's ``HttpToolsProtocol`` with the limits above, for ``uvicorn.Config(http=...)``."""
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
+    """uvicorn's httptools protocol with the limits above; ``protocol_class`` binds its settings."""
 
-    class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            self._real = transport
-            self._in_head, self._head_bytes = True, 0
-            self._closing = self._discarding = self._lost = self._draining = False
-            self._discarded, self._linger_bytes = 0, LINGER_BYTES
-            self._head_timer: asyncio.TimerHandle | None = None
-            self._timers: list[asyncio.TimerHandle] = []
-            super().connection_made(cast("asyncio.Transport", _Transport(transport, self._linger_close)))
-            stats.opened += 1
-            stats.open_now += 1
-            self._arm_head_timer()
+    header_timeout_s: float = 10.0
+    stats: ConnectionStats
 
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._lost = True
-            stats.open_now -= 1
-            for timer in [self._head_timer, *self._timers]:
-                if timer is not None:
-                    timer.cancel()
-            cycle = self.cycle
-            if cycle is not None and not cycle.response_complete:
-                cast("dict[str, Any]", cycle.scope)["gpukit.client_gone"] = True
-            super().connection_lost(exc)
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._real = transport
+        self._in_head, self._head_bytes = True, 0
+        self._closing = self._discarding = self._lost = self._draining = False
+        self._discarded, self._linger_bytes = 0, LINGER_BYTES
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._timers: list[asyncio.TimerHandle] = []
+        super().connection_made(cast("asyncio.Transport", _Transport(transport, self._linger_close)))
+        self.stats.opened += 1
+        self.stats.open_now += 1
+        self._arm_head_timer()
 
-        def data_received(self, data: bytes) -> None:
-            if self._discarding:
-                self._discarded += len(data)
-                if self._discarded > self._linger_bytes:
-                    self._real.close()
-                return
-            if not self._in_head:
-                super().data_received(data)
-                return
-            room = HEADER_LIMIT_BYTES - self._head_bytes
-            if len(data) <= room:
-                self._head_bytes += len(data)
-                super().data_received(data)
-                return
-            super().data_received(data[:room])  # may end the headers; if not, the rest is never parsed
-            if self._in_head:
-                stats.header_too_large += 1
-                self._refuse(431, "headers_too_large", f"request line and headers over {HEADER_LIMIT_BYTES} bytes")
-            elif self.parser is not None and not self._closing:
-                super().data_received(data[room:])
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self.stats.open_now -= 1
+        for timer in [self._head_timer, *self._timers]:
+            if timer is not None:
+                timer.cancel()
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            cast("dict[str, Any]", cycle.scope)["gpukit.client_gone"] = True
+        super().connection_lost(exc)
 
-        def on_message_begin(self) -> None:
-            super().on_message_begin()
-            self._arm_head_timer()
+    def data_received(self, data: bytes) -> None:
+        if self._discarding:
+            self._discarded += len(data)
+            if self._discarded > self._linger_bytes:
+                self._real.close()
+            return
+        if not self._in_head:
+            super().data_received(data)
+            return
+        room = HEADER_LIMIT_BYTES - self._head_bytes
+        if len(data) <= room:
+            self._head_bytes += len(data)
+            super().data_received(data)
+            return
+        super().data_received(data[:room])  # may end the headers; if not, the rest is never parsed
+        if self._in_head:
+            self.stats.header_too_large += 1
+            self._refuse(431, "headers_too_large", f"request line and headers over {HEADER_LIMIT_BYTES} bytes")
+        elif self.parser is not None and not self._closing:
+            super().data_received(data[room:])
 
-        def on_headers_complete(self) -> None:
-            self._in_head = False
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-            super().on_headers_complete()
-            if self._draining and self.cycle is not None:
-                self.cycle.keep_alive = False  # answered (503 while draining), then closed
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm_head_timer()
 
-        def on_message_complete(self) -> None:
-            super().on_message_complete()
-            self._in_head, self._head_bytes = True, 0
-
-        def _arm_head_timer(self) -> None:
-            if self._head_timer is None and header_timeout_s > 0:
-                self._head_timer = self.loop.call_later(header_timeout_s, self._head_timeout)
-
-        def _head_timeout(self) -> None:
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        if self._head_timer is not None:
+            self._head_timer.cancel()
             self._head_timer = None
-            if self._in_head and not self._closing:
-                stats.header_timeouts += 1
-                detail = f"the request headers were not complete within {header_timeout_s:g} s"
-                self._refuse(408, "header_timeout", detail)
+        super().on_headers_complete()
+        if self._draining and self.cycle is not None:
+            self.cycle.keep_alive = False  # answered (503 while draining), then closed
 
-        def _refuse(self, status: int, code: str, detail: str) -> None:
-            """Answer (JSON) before the headers were complete, and close without parsing further."""
-            if self.cycle is None or self.cycle.response_complete:  # never between another response's bytes
-                self._real.write(_response(status, code, detail))
-            self._linger_bytes = LINGER_REFUSED_BYTES
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_head, self._head_bytes = True, 0
+
+    def _arm_head_timer(self) -> None:
+        if self._head_timer is None and self.header_timeout_s > 0:
+            self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_timeout)
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        if self._in_head and not self._closing:
+            self.stats.header_timeouts += 1
+            detail = f"the request headers were not complete within {self.header_timeout_s:g} s"
+            self._refuse(408, "header_timeout", detail)
+
+    def _refuse(self, status: int, code: str, detail: str) -> None:
+        """Answer (JSON) before the headers were complete, and close without parsing further."""
+        if self.cycle is None or self.cycle.response_complete:  # never between another response's bytes
+            self._real.write(_response(status, code, detail))
+        self._linger_bytes = LINGER_REFUSED_BYTES
+        self.transport.close()
+
+    def _linger_close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        real = self._real
+        if self._lost or real.is_closing() or not real.can_write_eof():
+            real.close()
+            return
+        self.stats.lingered += 1
+        real.write_eof()  # the response already written, then FIN; the client's remaining bytes are discarded
+        self._discarding = True
+        self.flow.resume_reading()
+        self._timers.append(self.loop.call_later(LINGER_S, real.close))
+
+    def shutdown(self) -> None:
+        """The server is draining (uvicorn calls this on every connection)."""
+        self._draining = True
+        if self.cycle is None or self.cycle.response_complete:
+            self._timers.append(self.loop.call_later(DRAIN_IDLE_S, self._close_idle))
+        else:
+            self.cycle.keep_alive = False
+
+    def _close_idle(self) -> None:
+        if self._closing:
+            return
+        if (self.cycle is None or self.cycle.response_complete) and self._head_bytes == 0:
+            self.stats.drained += 1
             self.transport.close()
+        elif self._in_head:  # half a request after the drain began: the header deadline ends it
+            self._refuse(503, "draining", "the server is shutting down; retry on another replica")
 
-        def _linger_close(self) -> None:
-            if self._closing:
-                return
-            self._closing = True
-            real = self._real
-            if self._lost or real.is_closing() or not real.can_write_eof():
-                real.close()
-                return
-            stats.lingered += 1
-            real.write_eof()  # the response already written, then FIN; the client's remaining bytes are discarded
-            self._discarding = True
-            self.flow.resume_reading()
-            self._timers.append(self.loop.call_later(LINGER_S, real.close))
+    def timeout_keep_alive_handler(self) -> None:
+        self.transport.close()
 
-        def shutdown(self) -> None:
-            """The server is draining (uvicorn calls this on every connection)."""
-            self._draining = True
-            if self.cycle is None or self.cycle.response_complete:
-                self._timers.append(self.loop.call_later(DRAIN_IDLE_S, self._close_idle))
-            else:
-                self.cycle.keep_alive = False
 
-        def _close_idle(self) -> None:
-            if self._closing:
-                return
-            if (self.cycle is None or self.cycle.response_complete) and self._head_bytes == 0:
-                stats.drained += 1
-                self.transport.close()
-            elif self._in_head:  # half a request after the drain began: the header deadline ends it
-                self._refuse(503, "draining", "the server is shutting down; retry on another replica")
-
-        def timeout_keep_alive_handler(self) -> None:
-            self.transport.close()
-
-    return GuardedProtocol
+def protocol_class(header_timeout_s: float, stats: ConnectionStats) -> type[asyncio.Protocol]:
+    """``GuardedProtocol`` with this server's header deadline and counters, for ``uvicorn.Config(http=...)``."""
+    attrs = {"header_timeout_s": header_timeout_s, "stats": stats}
+    return type("GuardedProtocol", (GuardedProtocol,), attrs)
