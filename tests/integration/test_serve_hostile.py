@@ -274,6 +274,40 @@ def test_sigterm_beside_32_keepalive_clients_resets_none(model, normal):
     assert admitted == answered and cancelled == 0 and outcomes.count(200) == ok > 50
 
 
+def test_sigterm_during_a_long_decode_answers_it_in_json_and_exits_0(model):
+    """Issue 22 item 6: SIGTERM while a batch of costly images decodes; the request is answered (200, JSON), not
+    cut with uvicorn's plain-text 500, and the summary counts it as answered."""
+    import numpy as np
+    from PIL import Image
+
+    x = np.linspace(0, 255, 4000, dtype=np.uint8)  # 4000² lossless WebP, 6 kB: about 0.2 s of decoding each
+    pixels = np.stack([np.broadcast_to(x, (4000, 4000)), np.broadcast_to(x[:, None], (4000, 4000))] * 2, -1)[..., :3]
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(pixels)).save(buf, "WEBP", lossless=True)
+    body, ctype = multipart([("files", f"w{i}.webp", buf.getvalue(), "image/webp") for i in range(2)])
+    srv = start_server(model, "--timeout-s", "20", "--quiet")
+    got: list[tuple[int, dict[str, str], bytes]] = []
+    answered_at: list[float] = []
+
+    def post() -> None:
+        got.append(request(srv.url + "/v1/predict/batch", body, {"Content-Type": ctype}))
+        answered_at.append(time.monotonic())
+
+    client = threading.Thread(target=post)
+    client.start()
+    time.sleep(0.15)  # the decode has begun
+    signalled_at = time.monotonic()
+    srv.proc.send_signal(signal.SIGTERM)
+    code = srv.proc.wait(60)
+    client.join(30)
+    assert code == 0
+    status, _, answer = got[0]
+    assert status == 200 and len(json.loads(answer)["predictions"]) == 2
+    assert answered_at[0] > signalled_at  # the signal came while the request was being decoded
+    admitted, answered, ok, cancelled = _summary(srv)
+    assert admitted == answered == ok == 1 and cancelled == 0
+
+
 def _count(outcomes: list[int | str]) -> dict[str, int]:
     return {str(k): outcomes.count(k) for k in set(outcomes)}
 
