@@ -241,7 +241,8 @@ class _DecodeJob:
             f.add_done_callback(functools.partial(self._done, len(files[i::k])))
         try:
             async with asyncio.timeout(max(0.0, self.deadline - time.monotonic())):
-                slices = await asyncio.gather(*futures)
+                # one image (the common case): its future itself, since gather costs one more loop iteration
+                slices = [await futures[0]] if k == 1 else await asyncio.gather(*futures)
         except TimeoutError:
             raise RequestRejected(504, "timeout", f"not decoded within {core.config.timeout_s:g} s") from None
         finally:
