@@ -64,8 +64,14 @@ def test_overload_gets_503_with_bounded_memory_and_deadline_gets_504(model, imag
         )
         assert served == result.sent + 1  # the one 504 above, and every request the generator sent
         assert metric(metrics, "gpukit_in_flight") == 0
-        status, headers, _ = post_image(srv.url, image.read_bytes())
-        assert status in (504, 503) and ("retry-after" in headers) == (status == 503)
+        # requests answered 504 stay in the batch queue until the batcher takes them; one still there would make the
+        # next request's batch start at once (a 200: the flake of issue 26). Alone in an empty queue, the request
+        # waits 150 ms for company and its deadline of 100 ms passes first: always 504
+        deadline = time.monotonic() + 10
+        while metric(request(srv.url + "/metrics")[2].decode(), "gpukit_queue_depth") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status, headers, body = post_image(srv.url, image.read_bytes())
+        assert status == 504 and json.loads(body)["error"] == "timeout" and "retry-after" not in headers
     finally:
         assert srv.stop() == 0
 
@@ -103,7 +109,8 @@ def test_sigterm_during_load_loses_no_admitted_request(model, image):
         time.sleep(0.1)
     m = re.fullmatch(
         r"stopped: (\d+) requests admitted, (\d+) answered \((\d+) with 200\), (\d+) left by their "
-        r"clients",
+        r"clients; \d+ connections, \d+ idle ones closed by the drain, \d+ refused before their headers were "
+        r"complete",
         srv.log[-1],
     )
     assert m, srv.log
@@ -187,6 +194,15 @@ def test_loadtest_counts_match_the_metrics_of_a_several_process_server(model, im
         assert doc["model"]["model"] == "seed-cnn"
     finally:
         assert srv.stop() == 0
+    for _ in range(50):  # the log pump may be a line behind the exit
+        if srv.log and srv.log[-1].startswith("stopped"):
+            break
+        time.sleep(0.1)
+    summary = r"stopped \(2 HTTP processes\): (\d+) requests admitted, (\d+) answered .*; (\d+) connections"
+    m = re.match(summary, srv.log[-1])
+    assert m, srv.log[-3:]
+    admitted, answered, connections = map(int, m.groups())
+    assert admitted == answered >= doc["sent"] and connections >= 8  # the workers' counts, summed
 
 
 def _http_workers(srv) -> list:  # type: ignore[no-untyped-def]

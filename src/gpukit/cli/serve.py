@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from gpukit.cli import render
 from gpukit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gpukit.serve.server import Stopped
 
 _SERVE_EXTRA = "pip install 'gpukit[serve,torch]'"
 
@@ -33,7 +37,10 @@ def _serve_command(
     timeout_s: float = typer.Option(10.0, "--timeout-s", help="A request not answered by then gets 504."),
     api_key_env: str | None = typer.Option(None, "--api-key-env", help="Require the key held in this env variable."),
     max_body_mb: float = typer.Option(8.0, "--max-body-mb", help="Larger bodies get 413."),
-    max_pixels: int = typer.Option(40_000_000, "--max-pixels", help="Images with more pixels get 413."),
+    max_pixels: int = typer.Option(16_777_216, "--max-pixels", help="Images with more pixels get 413."),
+    decode_memory_mb: float = typer.Option(
+        512.0, "--decode-memory-mb", help="Decoded pixels held at once per HTTP process (one request: half)."
+    ),
     amp: str = typer.Option("off", "--amp", help="off (the same numbers as `gpukit predict`) or bf16 (CUDA)."),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs", help="One CUDA graph per batch size."),
     decode: str = typer.Option("pil", "--decode", help="pil (HTTP processes) or nvjpeg (per batch, on the GPU)."),
@@ -57,6 +64,7 @@ def _serve_command(
         api_key_env=api_key_env,
         max_body_mb=max_body_mb,
         max_pixels=max_pixels,
+        decode_memory_mb=decode_memory_mb,
         amp=amp,
         cuda_graphs=cuda_graphs,
         decode=decode,
@@ -68,17 +76,26 @@ def _serve_command(
 
     def started(s: Started) -> None:
         out = render.err_console
-        out.print(f"serving {s.url}  (docs {s.url}/docs, metrics {s.url}/metrics)", soft_wrap=True)
+        out.print(f"serving {s.url}  (docs {s.url}/docs, metrics {s.url}/metrics)", soft_wrap=True, markup=False)
         out.print(
             f"model {s.model} {s.image_size}×{s.image_size}, classes {', '.join(s.classes)}; device {s.device}"
             f"{f', warmed in {s.warmup_s:.2f} s' if s.warmup_s else ''}",
             soft_wrap=True,
+            markup=False,  # class names are the user's own text: "[bold]b" must print as it is
         )
         out.print(
             f"batching: max {s.max_batch}, wait {s.max_wait_ms:g} ms, queue {s.queue_size}; "
             f"HTTP processes {s.workers}; API key {s.api_key}",
             soft_wrap=True,
+            markup=False,
         )
+        if s.api_key == "off" and not _loopback(host):
+            out.print(
+                f"warning: listening on {host} without an API key: anyone who can reach this port can use the model"
+                " (add --api-key-env NAME)",
+                soft_wrap=True,
+                markup=False,
+            )
 
     def tick(t: Tick) -> None:
         if t.images_per_s == 0 and t.queue_depth == 0:
@@ -91,18 +108,29 @@ def _serve_command(
         )
 
     def notice(message: str) -> None:
-        render.err_console.print(f"warning: {message}", soft_wrap=True)
+        render.err_console.print(f"warning: {message}", soft_wrap=True, markup=False)
 
     end = run(config, started, None if quiet else tick, notice)
-    if end.admitted is None:
-        render.err_console.print("stopped: every HTTP process drained", soft_wrap=True)
-    else:
-        render.err_console.print(
-            f"stopped: {end.admitted} requests admitted, {end.answered} answered "
-            f"({end.answered_ok} with 200), {end.cancelled} left by their clients",
-            soft_wrap=True,
-        )
+    render.err_console.print(_summary(end), soft_wrap=True, markup=False)
     return 0
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _summary(end: Stopped) -> str:
+    where = f" ({end.processes} HTTP processes)" if end.processes > 1 else ""
+    return (
+        f"stopped{where}: {end.admitted} requests admitted, {end.answered} answered ({end.answered_ok} with 200), "
+        f"{end.cancelled} left by their clients; {end.connections} connections, {end.drained} idle ones closed "
+        f"by the drain, {end.header_refused} refused before their headers were complete"
+    )
 
 
 def register(app: typer.Typer) -> None:

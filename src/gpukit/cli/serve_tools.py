@@ -25,13 +25,19 @@ def _loadtest_command(
     allow_host: list[str] = typer.Option([], "--allow-host", help="A non-loopback host you mean to load (repeatable)."),
     api_key_env: str | None = typer.Option(None, "--api-key-env", help="Send the key held in this env variable."),
     raw: bool = typer.Option(False, "--raw", help="Post the raw image bytes instead of multipart."),
+    min_success: float | None = typer.Option(
+        None, "--min-success", help="Share of requests (0-1) that must get 200, else exit 1 (default: any)."
+    ),
     save: bool = typer.Option(False, "--save", help="Store the result in the history (for deploy --target-rps)."),
     db: str | None = db_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> int:
     """Load an inference server: throughput, p50/p90/p99/max, statuses, the server's own time split, generator CPU."""
-    from gpukit.serve.loadtest import LoadSpec, collect_images, run_loadtest
+    from gpukit.errors import ServeError
+    from gpukit.serve.loadtest import LoadSpec, collect_images, run_loadtest, shortfall
 
+    if min_success is not None and not 0 < min_success <= 1:
+        raise ConfigError("--min-success must be in (0, 1]", hint="e.g. --min-success 0.99")
     key = None
     if api_key_env:
         key = os.environ.get(api_key_env)
@@ -58,13 +64,18 @@ def _loadtest_command(
     )
     result = run_loadtest(spec)
     doc = result.to_dict()
-    if history is not None:
+    problem = shortfall(result, min_success)
+    if history is not None and problem is None:
         with history:
             doc["id"] = history.save_loadtest(result.to_dict())
     if as_json:
         render.print_json(doc)
-        return 0
-    _render_loadtest(doc)
+    else:
+        _render_loadtest(doc)
+    if problem is not None:
+        raise ServeError(
+            problem + ("; not saved" if save else ""), hint="is the server up, and is this its URL and key?"
+        )
     return 0
 
 
@@ -72,7 +83,7 @@ def _render_loadtest(r: dict) -> None:
     lat = r["latency_ms"]
     mode = f"open loop at {r['rate']:g} req/s" if r["mode"] == "open" else f"closed loop, {r['concurrency']} clients"
     rows = [
-        ["throughput", f"{r['throughput_rps']:,.1f} req/s ({r['ok_rps']:,.1f} with 200)"],
+        ["throughput", f"{r['ok_rps']:,.1f} req/s with 200 ({r['throughput_rps']:,.1f} answered or failed)"],
         [
             "latency p50 / p90 / p99 / max",
             " / ".join(render.fmt(lat[k], ".1f") for k in ("p50", "p90", "p99", "max")) + " ms",

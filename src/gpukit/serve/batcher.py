@@ -32,7 +32,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BatchStats", "Batcher", "Outcome", "QueueFull"]
+__all__ = ["GONE", "BatchStats", "Batcher", "Outcome", "QueueFull"]
+
+GONE = "the model process exited"  # the error of every request waiting on a model process that died
 
 
 class QueueFull(Exception):

@@ -23,7 +23,8 @@ class ServeConfig:
     timeout_s: float = 10.0  # a request not answered by then gets 504 and its work is dropped
     api_key_env: str | None = None  # name of the environment variable holding the API key
     max_body_mb: float = 8.0
-    max_pixels: int = 40_000_000  # width × height above this is refused before decoding (decompression bombs)
+    max_pixels: int = 16_777_216  # width × height above this is refused before decoding (docs/serve.md says why)
+    decode_memory_mb: float = 512.0  # decoded pixels held at once per HTTP process; one request at most half
     amp: str = "off"  # off (the same numbers as `gpukit predict`) or bf16 (autocast on CUDA)
     cuda_graphs: bool = True  # capture one graph per padded batch size on CUDA
     decode: str = "pil"  # pil: Pillow in the HTTP processes; nvjpeg: JPEGs decoded per batch in the model process
@@ -38,6 +39,7 @@ class ServeConfig:
             (self.timeout_s > 0, "--timeout-s must be positive"),
             (0 < self.max_body_mb <= 1024, "--max-body-mb must be in (0, 1024]"),
             (self.max_pixels >= 1, "--max-pixels must be at least 1"),
+            (1 <= self.decode_memory_mb <= 1024 * 1024, "--decode-memory-mb must be in [1, 1048576]"),
             (0 <= self.port <= 65535, "--port must be in 0..65535"),
             (self.amp in ("off", "bf16"), "--amp must be off or bf16"),
             (self.decode in ("pil", "nvjpeg"), "--decode must be pil or nvjpeg"),
@@ -51,6 +53,10 @@ class ServeConfig:
     @property
     def max_body_bytes(self) -> int:
         return int(self.max_body_mb * 1024 * 1024)
+
+    @property
+    def decode_memory_bytes(self) -> int:
+        return int(self.decode_memory_mb * 1024 * 1024)
 
     @property
     def max_wait_s(self) -> float:

@@ -6,9 +6,11 @@ process (both: ``submit(image, deadline, callback)`` and ``depth``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -16,14 +18,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gpukit.serve.batcher import Outcome, QueueFull
+from gpukit.serve.batcher import GONE, Outcome, QueueFull
 from gpukit.serve.config import ServeConfig
-from gpukit.serve.decode import batch_decodable, decode_bytes
+from gpukit.serve.decode import batch_decodable, finish, probe
 from gpukit.serve.metrics import Metrics
 from gpukit.serve.model import ModelInfo, label_of
 from gpukit.serve.request import RequestRejected
 
-__all__ = ["Core", "Submitter"]
+__all__ = ["DECODE_QUEUE", "Budget", "Core", "Submitter"]
+
+DECODE_QUEUE = 1024  # images waiting for or in decoding, per HTTP process; more get 503 decode_busy
 
 
 class Submitter(Protocol):
@@ -31,6 +35,27 @@ class Submitter(Protocol):
     def depth(self) -> int: ...
 
     def submit(self, image: np.ndarray | bytes, deadline: float, callback: Any) -> None: ...
+
+
+class Budget:
+    """Bytes that decoding may hold at once (one HTTP process): taken from the header's size before any pixel is
+    decoded, given back when the decode is done. ``take`` never waits: a full budget is a 503, not a queue."""
+
+    def __init__(self, total_bytes: int) -> None:
+        self.total_bytes = total_bytes
+        self.used_bytes = 0
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> bool:
+        with self._lock:
+            if self.used_bytes + n > self.total_bytes:
+                return False
+            self.used_bytes += n
+            return True
+
+    def give(self, n: int) -> None:
+        with self._lock:
+            self.used_bytes -= n
 
 
 @dataclass
@@ -41,23 +66,29 @@ class Core:
     submitter: Submitter | None = None
     draining: bool = False
     load_error: str | None = None
+    model_gone: bool = False  # a worker's model process exited: nothing here can be served again
     in_flight: int = 0
     admitted: int = 0  # requests let in (each one is answered, also through a drain)
     answered: int = 0
     answered_ok: int = 0
-    cancelled: int = 0
+    cancelled: int = 0  # admitted, then left by their client (499) before their answer
+    decode_queued: int = 0  # images submitted to the decode pool and not finished
+    device: str | None = None  # where the model runs (one process), for the start-up line
+    warmup_s: float = 0.0
     api_key: str | None = None
     pool: ThreadPoolExecutor = field(init=False)
+    budget: Budget = field(init=False)
 
     def __post_init__(self) -> None:
         threads = self.config.decode_threads or min(8, max(2, os.cpu_count() or 1))
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="gpukit-decode")
+        self.budget = Budget(self.config.decode_memory_bytes)
         if self.config.api_key_env:
             self.api_key = os.environ.get(self.config.api_key_env) or None
 
     @property
     def ready(self) -> bool:
-        if self.submitter is None or self.info is None or self.draining:
+        if self.submitter is None or self.info is None or self.draining or self.model_gone:
             return False
         return not getattr(self.submitter, "closed", False)  # a worker whose model process has gone is not ready
 
@@ -71,25 +102,62 @@ class Core:
         if not hmac.compare_digest(given.encode(), self.api_key.encode()):  # constant time
             raise RequestRejected(401, "unauthorized", "missing or wrong API key (X-API-Key or Authorization: Bearer)")
 
-    def admit(self) -> None:
+    def check_open(self) -> None:
+        """Before reading a body: refused at once while draining, loading, or after the model process died."""
         if self.draining:
             raise RequestRejected(503, "draining", "the server is shutting down; retry on another replica")
+        if self.model_gone or getattr(self.submitter, "closed", False):
+            raise RequestRejected(503, "model_gone", "the model process exited; this server is stopping")
         if not self.ready:
             raise RequestRejected(
                 503,
                 "loading",
                 "the model is still loading" if not self.load_error else f"the model failed to load: {self.load_error}",
             )
+
+    def admit(self) -> None:
+        """Once the body is in: a place among the ``queue_size`` requests decoding, queued or running."""
+        self.check_open()
         if self.in_flight >= self.config.queue_size:
             raise RequestRejected(503, "overloaded", f"{self.in_flight} requests in flight; retry shortly")
 
-    async def decode(self, data: bytes) -> np.ndarray | bytes:
-        """Pixels, or (``--decode nvjpeg``) the JPEG bytes themselves after a header check, for the model process."""
+    def enter(self) -> None:
+        """A request admitted: it holds a place until ``leave``."""
+        self.admitted += 1
+        self.in_flight += 1
+        self.metrics.in_flight.inc()
+
+    def leave(self, status: int) -> None:
+        """An admitted request's end: answered with ``status``, or 499 when its client went away first."""
+        self.answered += status != 499
+        self.cancelled += status == 499
+        self.answered_ok += status == 200
+        self.in_flight -= 1
+        self.metrics.in_flight.dec()
+
+    async def decode_all(self, files: list[bytes], deadline: float) -> list[np.ndarray | bytes]:
+        """Every image of a request, decoded on the pool within the request's deadline and decode budgets.
+
+        ``--decode nvjpeg``: a JPEG the model process can decode goes there as bytes after a header check on the
+        loop (tens of µs). Everything else runs on the pool (the event loop never waits on Pillow), bounded three
+        ways: at most ``DECODE_QUEUE`` images waiting (else 503), the decoded bytes of one request at most half of
+        ``--decode-memory-mb`` (else 413), all requests together at most all of it (else 503). Past the deadline
+        the request gets 504 and its images not yet started are dropped."""
         assert self.info is not None
-        if self.config.decode == "nvjpeg" and batch_decodable(data, self.config.max_pixels):
-            return data  # header only was read (tens of µs): the pixels are decoded with the batch, on the GPU
-        loop = asyncio.get_running_loop()  # decoding runs on the pool: the event loop never waits on Pillow
-        return await loop.run_in_executor(self.pool, decode_bytes, data, self.info.image_size, self.config.max_pixels)
+        out: list[np.ndarray | bytes | None] = [None] * len(files)
+        todo = []
+        for i, data in enumerate(files):
+            if self.config.decode == "nvjpeg" and batch_decodable(data, self.config.max_pixels):
+                out[i] = data
+            else:
+                todo.append(i)
+        if todo:
+            if self.decode_queued + len(todo) > DECODE_QUEUE:
+                raise RequestRejected(503, "decode_busy", f"{self.decode_queued} images are waiting to be decoded")
+            job = _DecodeJob(self, deadline)
+            for i, image in zip(todo, await job.run([files[i] for i in todo]), strict=True):
+                out[i] = image
+        return out  # type: ignore[return-value]
 
     async def infer(self, image: np.ndarray | bytes, deadline: float) -> Outcome:
         """Queue one image and wait for its outcome or the deadline (504; the batcher then drops it unrun)."""
@@ -111,6 +179,9 @@ class Core:
             self.submitter.submit(image, deadline, _done)
         except QueueFull:
             raise RequestRejected(503, "queue_full", "the batch queue is full; retry shortly") from None
+        except OSError:  # a worker's pipe to a model process that has gone
+            self.model_gone = True
+            raise RequestRejected(503, "model_gone", "the model process exited; this server is stopping") from None
         timer = loop.call_later(max(0.0, deadline - time.monotonic()), _expire, fut)
         try:
             outcome = await fut
@@ -122,6 +193,8 @@ class Core:
             raise RequestRejected(503, "queue_full", "the batch queue is full; retry shortly")
         if outcome.error is not None and outcome.error.startswith("corrupt: "):
             raise RequestRejected(400, "corrupt", outcome.error.removeprefix("corrupt: "))
+        if outcome.error == GONE:
+            raise RequestRejected(503, "model_gone", "the model process exited; this server is stopping")
         if outcome.error is not None or outcome.probs is None:
             raise RuntimeError(f"the model failed: {outcome.error}")
         return outcome
@@ -144,3 +217,71 @@ def _expire(fut: asyncio.Future[Outcome]) -> None:
 
 def dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
+
+
+class _DecodeJob:
+    """The images of one request on the decode pool, with the request's share of the budget."""
+
+    def __init__(self, core: Core, deadline: float) -> None:
+        self.core, self.deadline = core, deadline
+        self.size = core.info.image_size if core.info else 0
+        self.request_bytes = 0
+        self.request_limit = core.budget.total_bytes // 2
+        self.stopped = False  # the request failed or timed out: images not started are skipped
+        self._lock = threading.Lock()
+
+    async def run(self, files: list[bytes]) -> list[np.ndarray]:
+        """Decode on at most ``pool threads`` jobs, each taking every k-th image in turn: a batch of 256 is a few
+        futures, not 256, and the first refused image stops the others at their next image."""
+        core, loop = self.core, asyncio.get_running_loop()
+        k = min(len(files), core.pool._max_workers)
+        futures = [loop.run_in_executor(core.pool, self.decode_slice, files[i::k]) for i in range(k)]
+        core.decode_queued += len(files)
+        for i, f in enumerate(futures):
+            f.add_done_callback(functools.partial(self._done, len(files[i::k])))
+        try:
+            async with asyncio.timeout(max(0.0, self.deadline - time.monotonic())):
+                # one image (the common case): its future itself, since gather costs one more loop iteration
+                slices = [await futures[0]] if k == 1 else await asyncio.gather(*futures)
+        except TimeoutError:
+            raise RequestRejected(504, "timeout", f"not decoded within {core.config.timeout_s:g} s") from None
+        finally:
+            self.stopped = True
+            for f in futures:
+                f.cancel()  # those not started leave the pool's queue
+        out: list[np.ndarray] = [None] * len(files)  # type: ignore[list-item]
+        for i, part in enumerate(slices):
+            out[i::k] = part
+        return out
+
+    def _done(self, images: int, future: asyncio.Future[Any]) -> None:
+        self.core.decode_queued -= images
+        if not future.cancelled():
+            future.exception()  # retrieved: a second failure of one request is not logged as unhandled
+
+    def decode_slice(self, datas: list[bytes]) -> list[np.ndarray]:
+        return [self.decode(d) for d in datas]
+
+    def decode(self, data: bytes) -> np.ndarray:
+        """On a pool thread: header, budgets, pixels."""
+        if self.stopped or time.monotonic() > self.deadline:
+            raise RequestRejected(504, "timeout", "the request ended before this image was decoded")
+        p = probe(data, self.size, self.core.config.max_pixels)
+        with self._lock:
+            self.request_bytes += p.decoded_bytes
+            over = self.request_bytes > self.request_limit
+        if over:
+            p.image.close()
+            raise RequestRejected(
+                413,
+                "too_many_pixels",
+                f"the images of this request decode to over {self.request_limit / 2**20:.0f} MiB (the per-request "
+                f"budget, half of --decode-memory-mb)",
+            )
+        if not self.core.budget.take(p.decoded_bytes):
+            p.image.close()
+            raise RequestRejected(503, "decode_busy", "the server's decode memory budget is in use; retry shortly")
+        try:
+            return finish(p, data, self.size)
+        finally:
+            self.core.budget.give(p.decoded_bytes)

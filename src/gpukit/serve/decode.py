@@ -9,13 +9,16 @@ Only the first frame of an animated GIF or WebP is used.
 from __future__ import annotations
 
 import io
+import struct
+import zlib
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gpukit.serve.request import RequestRejected
 
-__all__ = ["ALLOWED_FORMATS", "batch_decodable", "decode_bytes", "sniff", "warm_decoder"]
+__all__ = ["ALLOWED_FORMATS", "Probe", "batch_decodable", "decode_bytes", "finish", "probe", "sniff", "warm_decoder"]
 
 ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP")
 # Formats we recognise in order to name them when refusing (415); anything else unrecognised is "not an image" (422).
@@ -53,6 +56,15 @@ def sniff(data: bytes) -> str:
     raise RequestRejected(422, "not_an_image", "the body is not a JPEG, PNG, GIF or WebP image")
 
 
+@dataclass
+class Probe:
+    """An image whose header was read and checked: the open (not yet decoded) image and what decoding it costs."""
+
+    fmt: str
+    image: Any  # PIL.Image.Image, pixels not decoded yet
+    decoded_bytes: int  # width × height × (bands, plus 3 for the RGB copy of a non-RGB image), after draft
+
+
 def _open_checked(data: bytes, max_pixels: int) -> tuple[str, Any]:
     """Sniff, open the header (no pixels decoded yet) and check the pixel count → (format, open image)."""
     from PIL import Image, UnidentifiedImageError
@@ -82,6 +94,30 @@ def _open_checked(data: bytes, max_pixels: int) -> tuple[str, Any]:
     return fmt, im
 
 
+def probe(data: bytes, size: int, max_pixels: int) -> Probe:
+    """Header only: sniffed, checked against ``max_pixels``, JPEG draft mode set (decoders downscale by 1/2..1/8
+    first, as ``gpukit.train.data.decode_image`` does), and the bytes decoding will allocate."""
+    fmt, im = _open_checked(data, max_pixels)
+    im.draft("RGB", (size, size))
+    width, height = im.size
+    bands = len(im.getbands())
+    return Probe(fmt, im, width * height * (bands + (0 if im.mode == "RGB" else 3)))
+
+
+def finish(p: Probe, data: bytes, size: int) -> np.ndarray:
+    """Decode a probed image → uint8 (3, size, size) RGB; a truncated one is refused (400 corrupt)."""
+    from PIL import Image
+
+    with p.image as im:
+        try:
+            rgb = im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
+        except (OSError, SyntaxError, ValueError, EOFError) as exc:
+            raise RequestRejected(400, "corrupt", f"{p.fmt} is truncated or corrupt: {exc}") from None
+        if p.fmt == "PNG" and not png_rows_complete(data, im):
+            raise RequestRejected(400, "corrupt", "PNG is truncated: its image data ends before its last row")
+    return np.asarray(rgb, dtype=np.uint8).transpose(2, 0, 1).copy()
+
+
 def batch_decodable(data: bytes, max_pixels: int) -> bool:
     """Whether the model process may decode these bytes itself (``--decode nvjpeg``): a baseline-or-progressive
     JPEG in RGB or grayscale, within the pixel limit, ending with its end-of-image marker (a truncated one goes the
@@ -93,23 +129,46 @@ def batch_decodable(data: bytes, max_pixels: int) -> bool:
 
 def decode_bytes(data: bytes, size: int, max_pixels: int) -> np.ndarray:
     """Bytes → uint8 (3, size, size) RGB, exactly as ``gpukit.train.data.decode_image`` does for a file."""
-    from PIL import Image
+    return finish(probe(data, size, max_pixels), data, size)
 
-    fmt, im = _open_checked(data, max_pixels)
-    with im:
-        try:
-            im.draft("RGB", (size, size))  # as decode_image: JPEG decoders downscale by 1/2..1/8 first
-            rgb = im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
-        except (OSError, SyntaxError, ValueError, EOFError) as exc:
-            raise RequestRejected(400, "corrupt", f"{fmt} is truncated or corrupt: {exc}") from None
-    return np.asarray(rgb, dtype=np.uint8).transpose(2, 0, 1).copy()
+
+_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # PNG colour type → samples per pixel
+_ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+
+
+def png_rows_complete(data: bytes, im: Any) -> bool:
+    """Whether the PNG's image data inflates to every row its header claims. Pillow fills missing rows with zeros
+    and raises nothing when the zlib stream ends early (a 6324² header over 200 rows of data decoded as 200)."""
+    if getattr(im, "n_frames", 1) > 1 or data[12:16] != b"IHDR":
+        return True  # APNG: Pillow checks the frames it reads
+    width, height, depth, colour, _c, _f, interlace = struct.unpack(">IIBBBBB", data[16:29])
+    bits = depth * _CHANNELS.get(colour, 4)
+    passes = _ADAM7 if interlace else ((0, 0, 1, 1),)
+    want = 0
+    for x0, y0, dx, dy in passes:
+        w, h = -(-(width - x0) // dx), -(-(height - y0) // dy)
+        if w > 0 and h > 0:
+            want += h * (1 + -(-(w * bits) // 8))
+    inflate, got, pos = zlib.decompressobj(), 0, 8
+    while pos + 8 <= len(data) and got < want:
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        if kind == b"IDAT":
+            chunk = data[pos + 8 : pos + 8 + length]
+            while chunk and got < want:  # bounded output per step: never holds the image twice
+                try:
+                    got += len(inflate.decompress(chunk, 1 << 20))
+                except zlib.error:
+                    return False
+                chunk = inflate.unconsumed_tail
+        pos += 12 + length
+    return got >= want
 
 
 def warm_decoder(size: int) -> None:
-    """Decode one small JPEG and PNG now, so the first request does not pay for Pillow's plugin imports (~100 ms)."""
+    """Decode one small image of each format now, so the first request does not pay for Pillow's plugin imports."""
     from PIL import Image
 
-    for fmt in ("JPEG", "PNG"):
+    for fmt in ("JPEG", "PNG", "WEBP", "GIF"):
         buf = io.BytesIO()
         Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(buf, fmt)
         decode_bytes(buf.getvalue(), size, 64 * 64)

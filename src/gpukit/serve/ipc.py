@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import struct
 import threading
@@ -20,11 +21,12 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from gpukit.serve.batcher import Batcher, Outcome, QueueFull
+from gpukit.serve.batcher import GONE, Batcher, Outcome, QueueFull
 
 __all__ = ["PipeClient", "serve_pipe"]
 
-_REQ = struct.Struct("<QdB")  # id, deadline, kind (0: uint8 pixels, 1: JPEG bytes for the model process to decode)
+_REQ = struct.Struct("<QdB")  # id, deadline, kind (0: uint8 pixels, 1: JPEG bytes for the model process to decode,
+# 2: the worker's final counts as JSON, sent once as it exits)
 _REP = struct.Struct("<QBdddII")  # id, status, queue_s, prep_s, infer_s, batch size, queue depth
 _OK, _FULL, _TIMEOUT, _ERROR = 0, 1, 2, 3
 _STATUS = {_FULL: "full", _TIMEOUT: "timeout"}
@@ -45,7 +47,15 @@ class PipeClient:
         self._lock = threading.Lock()
         self._depth = 0
         self._reading: asyncio.AbstractEventLoop | threading.Thread | None = None
+        self._on_gone: Callable[[], None] | None = None
         self.closed = False
+
+    def watch(self, on_gone: Callable[[], None]) -> None:
+        """Read the pipe from now on (on the running loop), not from the first request: the model process's exit
+        is seen at once, also by a worker that has not sent anything yet; ``on_gone`` then runs (on the loop)."""
+        self._on_gone = on_gone
+        if self._reading is None:
+            self._start_reading()
 
     @property
     def depth(self) -> int:
@@ -53,14 +63,23 @@ class PipeClient:
 
     def submit(self, image: np.ndarray | bytes, deadline: float, callback: Callable[[Outcome], None]) -> None:
         if self.closed:
-            raise QueueFull
+            raise BrokenPipeError("the model process exited")
         if self._reading is None:
             self._start_reading()
         rid = next(self._ids)
-        self._pending[rid] = callback
         kind, payload = (1, image) if isinstance(image, bytes) else (0, image.tobytes())
+        self._pending[rid] = callback
+        try:
+            with self._lock:
+                self.conn.send_bytes(_REQ.pack(rid, deadline, kind) + payload)
+        except OSError:  # the model process is gone (its end of the pipe closed): the caller answers 503
+            self._pending.pop(rid, None)
+            raise
+
+    def send_counts(self, counts: dict[str, int]) -> None:
+        """As the worker exits: its requests and connections, for the server's shutdown summary."""
         with self._lock:
-            self.conn.send_bytes(_REQ.pack(rid, deadline, kind) + payload)
+            self.conn.send_bytes(_REQ.pack(0, 0.0, 2) + json.dumps(counts).encode())
 
     def _start_reading(self) -> None:
         try:
@@ -109,12 +128,20 @@ class PipeClient:
         """The model process went away: every waiting request fails now, not at its deadline."""
         self.closed = True
         for callback in list(self._pending.values()):
-            callback(Outcome(None, 0.0, 0.0, 0, "the model process exited"))
+            callback(Outcome(None, 0.0, 0.0, 0, GONE))
         self._pending.clear()
+        if self._on_gone is not None:
+            self._on_gone()
 
 
-def serve_pipe(conn: Connection, batcher: Batcher, shape: tuple[int, int, int]) -> threading.Thread:
-    """Model side: a thread that reads one worker's requests into the batcher and writes the replies back."""
+def serve_pipe(
+    conn: Connection,
+    batcher: Batcher,
+    shape: tuple[int, int, int],
+    on_counts: Callable[[dict[str, int]], None] | None = None,
+) -> threading.Thread:
+    """Model side: a thread that reads one worker's requests into the batcher and writes the replies back;
+    ``on_counts`` gets the worker's final counts (``PipeClient.send_counts``)."""
     lock = threading.Lock()
     nbytes = int(np.prod(shape))
 
@@ -144,6 +171,10 @@ def serve_pipe(conn: Connection, batcher: Batcher, shape: tuple[int, int, int]) 
                 return
             rid, deadline, kind = _REQ.unpack_from(msg)
             image: np.ndarray | bytes
+            if kind == 2:
+                if on_counts is not None:
+                    on_counts(json.loads(msg[_REQ.size :]))
+                continue
             if kind == 1:
                 image = msg[_REQ.size :]
             elif len(msg) == _REQ.size + nbytes:

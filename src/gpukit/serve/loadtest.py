@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from gpukit.errors import ConfigError
 
-__all__ = ["LoadResult", "LoadSpec", "build_request", "check_target", "run_loadtest"]
+__all__ = ["LoadResult", "LoadSpec", "build_request", "check_target", "run_loadtest", "shortfall"]
 
 _SUFFIXES = {
     ".jpg": "image/jpeg",
@@ -228,3 +228,16 @@ def run_loadtest(spec: LoadSpec) -> LoadResult:
         model=_model_of(host, port),
         started_at=started,
     )
+
+
+def shortfall(result: LoadResult, min_success: float | None) -> str | None:
+    """Why this result must not count as a measurement (nothing answered 200, or fewer than ``min_success`` of the
+    measured requests), or None. Throughput of failures (refused connections are fast) is no throughput."""
+    ok = result.statuses.get("200", 0)
+    seen = ", ".join(f"{k}: {v:,}" for k, v in result.statuses.items()) or "none answered"
+    if ok == 0:
+        return f"no request succeeded (statuses {seen}; 0 = connection error or timeout)"
+    share = ok / result.requests if result.requests else 0.0
+    if min_success is not None and share < min_success:
+        return f"{100 * share:.1f} % of the requests got 200, under --min-success {100 * min_success:g} % ({seen})"
+    return None

@@ -10,6 +10,9 @@ kernels (ResNet-50 on an H200: preparing 128 JPEGs took 7.8 ms alone and 18.4 ms
 17.6 and 119 ms; beside a batch-64 forward 4.9 ms against 4.4: ``benchmarks/scripts/serve_pipeline_probe.py``,
 2026-12-01).
 ``cudnn.benchmark`` stays off: it would autotune every new shape under a dynamic batcher (MEASURING.md rule 9).
+On a CPU device the forward pass gets half the cores' threads: with all of them, its OpenMP regions stall whenever
+one thread loses its core to the event loop or a decode thread (seed CNN, batch 1, 2 cores beside a flood of refused
+uploads: 120-310 ms per forward pass with 2 threads, 0.5-2 ms with 1; 2026-12-01).
 
 A batch is served in two steps that the batcher runs on two threads, so they overlap: ``prepare`` (decode, resize,
 stage; ``gpukit.serve.staging``, on its own stream) and ``execute`` (copy out of the staging slot, then per pass:
@@ -19,6 +22,7 @@ streams; ``execute``'s ``.cpu()`` is its one sync point.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -102,6 +106,8 @@ class ModelRunner:
         self.cuda_graphs = cuda_graphs and self.cuda
         self.warmup_s = 0.0
         torch.backends.cudnn.benchmark = False  # never autotune per new batch shape
+        if not self.cuda:  # half the cores for the forward pass, the rest for HTTP and decoding (see above)
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))
         if self.cuda:
             torch.backends.cudnn.allow_tf32 = True
             torch.backends.cuda.matmul.allow_tf32 = True

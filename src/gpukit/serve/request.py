@@ -46,12 +46,8 @@ async def read_body(chunks: AsyncIterator[bytes], content_length: str | None, li
     size = 0
     async for chunk in chunks:
         size += len(chunk)
-        if size > limit:  # checked per chunk: an oversize body is never held whole
-            parts.clear()
-            async for rest in chunks:  # read a modest overrun to its end (discarded), so the client gets the 413
-                size += len(rest)  # instead of a reset connection; past 4× the limit, stop reading at once
-                if size > 4 * limit:
-                    break
+        if size > limit:  # checked per chunk: an oversize body is never held whole; the connection then closes
+            parts.clear()  # with a lingering close (gpukit.serve.protocol), so the client still reads the 413
             raise RequestRejected(413, "too_large", f"body is over the limit of {limit} bytes")
         parts.append(chunk)
     return b"".join(parts)
@@ -78,16 +74,17 @@ def _split_multipart(content_type: str, body: bytes) -> list[bytes]:
     m = _BOUNDARY.search(content_type)
     if not m:
         raise RequestRejected(400, "bad_form", "multipart body without a boundary")
-    delimiter = b"--" + m.group(1).encode("latin-1")
-    chunks = body.split(delimiter)
+    # RFC 2046: a delimiter is CRLF "--" boundary, so a part's content may hold "--boundary" not after a CRLF
+    chunks = (b"\r\n" + body).split(b"\r\n--" + m.group(1).encode("latin-1"))
     if len(chunks) < 3 or not chunks[-1].startswith(b"--"):
         raise RequestRejected(400, "bad_form", "multipart body is truncated (no closing boundary)")
     if len(chunks) - 2 > MAX_PARTS:
         raise RequestRejected(413, "too_many_parts", f"more than {MAX_PARTS} form parts")
     files: list[bytes] = []
     for chunk in chunks[1:-1]:
-        head, sep, data = chunk.partition(b"\r\n\r\n")
-        if not sep or not data.endswith(b"\r\n"):
+        line_end = chunk.find(b"\r\n")  # the rest of the delimiter line: optional spaces (RFC 2046 padding)
+        head, sep, data = chunk[line_end + 2 :].partition(b"\r\n\r\n")
+        if line_end < 0 or chunk[:line_end].strip(b" \t") or not sep:
             raise RequestRejected(400, "bad_form", "a multipart part is malformed")
         headers = head.lower()
         name = _NAME.search(head)
@@ -98,7 +95,6 @@ def _split_multipart(content_type: str, body: bytes) -> list[bytes]:
                 part_type = line.split(b":", 1)[1].decode("latin-1").strip()
                 if media_type(part_type) not in RAW_TYPES:
                     raise RequestRejected(415, "unsupported_type", f"file of type {part_type!r} is not accepted")
-        data = data[:-2]
         if not data:
             raise RequestRejected(400, "empty", "the uploaded file is empty")
         files.append(data)

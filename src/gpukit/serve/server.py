@@ -4,10 +4,13 @@ With ``--workers N`` (N > 1) this process loads the model and runs the batcher; 
 (``spawn``: none of them imports torch), each with its own uvicorn (uvloop + httptools when installed) on its own
 listening socket bound with ``SO_REUSEPORT`` to the same port, so the kernel spreads connections over them. Each
 worker reads bodies, decodes images on its own threads and sends the uint8 pixels down its pipe (``ipc.py``).
-SIGTERM (or Ctrl-C): stop admitting (readyz → 503, new predictions → 503), finish every admitted request, exit.
+SIGTERM (or Ctrl-C): stop admitting (readyz → 503, new predictions → 503), finish every admitted request (each ends
+by its deadline), close idle keep-alive connections cleanly, exit 0 within ``listen.drain_s``.
 An HTTP worker that dies (killed, out of memory) is replaced by a new one on a new pipe; its in-flight requests are
 lost with its connections, the others' are not. More than ``MAX_RESTARTS`` deaths within ``RESTART_WINDOW_S`` is a
 crash loop, not bad luck: the server then stops with an error, as it does when a worker cannot start at all.
+The model process dying ends the server: every worker sees its pipe close, answers what waits with 503, and exits
+(``worker.MODEL_GONE_EXIT``) within a second or two, so nothing is left half-alive (docs/serve.md).
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from typing import Any
 
 from gpukit.errors import ConfigError, ServeError
 from gpukit.serve.config import ServeConfig
+from gpukit.serve.listen import Stopped, drain_s, listen_socket, raise_open_files_limit, uvicorn_server
 
-__all__ = ["MAX_RESTARTS", "RESTART_WINDOW_S", "Started", "Stopped", "Tick", "listen_socket", "run"]
+__all__ = ["MAX_RESTARTS", "RESTART_WINDOW_S", "Started", "Stopped", "Tick", "run"]
 
 MAX_RESTARTS = 5  # worker deaths tolerated within RESTART_WINDOW_S
 RESTART_WINDOW_S = 60.0
@@ -49,63 +53,12 @@ class Started:
 
 
 @dataclass
-class Stopped:
-    """How the server ended: in one process, the requests admitted and answered (equal after a clean drain)."""
-
-    admitted: int | None
-    answered: int | None
-    answered_ok: int | None
-    cancelled: int | None
-
-
-@dataclass
 class Tick:
     images_per_s: float
     batches_per_s: float
     mean_batch: float
     queue_depth: int
     expired: int
-
-
-def listen_socket(host: str, port: int, reuse_port: bool = False, listen: bool = True) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if reuse_port:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}", hint="choose another --port") from None
-    if listen:
-        sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
-
-
-def uvicorn_server(app: Any, config: ServeConfig, on_exit: Callable[[], None]) -> Any:
-    import uvicorn
-
-    class DrainingServer(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            on_exit()  # readyz → 503 and new requests → 503 first; uvicorn then waits for the admitted ones
-            super().handle_exit(sig, frame)
-            captured = getattr(self, "_captured_signals", None)
-            if isinstance(captured, list) and sig in captured:
-                captured.remove(sig)  # a clean drain exits 0 (uvicorn would re-raise the signal after it)
-
-    cfg = uvicorn.Config(
-        app,
-        lifespan="on",
-        log_level="warning",
-        access_log=False,
-        loop="auto",
-        http="auto",
-        timeout_graceful_shutdown=int(config.timeout_s) + 5,
-        timeout_keep_alive=30,
-    )
-    return DrainingServer(cfg)
 
 
 def _api_key_state(config: ServeConfig) -> str:
@@ -130,8 +83,7 @@ def run(
     key_state = _api_key_state(config)
     if config.workers == 1:
         return _run_one(config, key_state, on_started, on_tick)
-    _run_many(config, key_state, on_started, on_tick, on_notice or (lambda _m: None))
-    return Stopped(None, None, None, None)  # the counts live in the workers; /metrics had them
+    return _run_many(config, key_state, on_started, on_tick, on_notice or (lambda _m: None))
 
 
 def _ticker(stats_of: Callable[[], tuple[Any, int]], on_tick: Callable[[Tick], None] | None) -> threading.Event:
@@ -165,6 +117,7 @@ def _run_one(
     from gpukit.serve.app import create_app
     from gpukit.serve.batcher import BatchStats
 
+    raise_open_files_limit()
     sock = listen_socket(config.host, config.port)
     app = create_app(config.model, config)
     core = app.state.core
@@ -174,22 +127,7 @@ def _run_one(
         while core.info is None and core.load_error is None:
             time.sleep(0.05)
         if core.load_error is None:
-            runner = core.runner
-            on_started(
-                Started(
-                    _url(config, sock),
-                    runner.info.model,
-                    runner.device,
-                    runner.info.classes,
-                    runner.info.image_size,
-                    1,
-                    config.max_batch,
-                    config.max_wait_ms,
-                    config.queue_size,
-                    key_state,
-                    runner.warmup_s,
-                )
-            )
+            on_started(_started(config, _url(config, sock), core.info, core.device, 1, key_state, core.warmup_s))
 
     threading.Thread(target=announce, daemon=True).start()
     stop = _ticker(
@@ -206,7 +144,25 @@ def _run_one(
         sock.close()
     if core.load_error:
         raise ServeError(f"the model could not be loaded: {core.load_error}")
-    return Stopped(core.admitted, core.answered, core.answered_ok, core.cancelled)
+    return Stopped.of(core, server.connection_stats)
+
+
+def _started(
+    config: ServeConfig, url: str, info: Any, device: str | None, workers: int, key_state: str, warmup_s: float
+) -> Started:
+    return Started(
+        url,
+        info.model,
+        device or config.device,
+        info.classes,
+        info.image_size,
+        workers,
+        config.max_batch,
+        config.max_wait_ms,
+        config.queue_size,
+        key_state,
+        warmup_s,
+    )
 
 
 def _run_many(
@@ -215,101 +171,111 @@ def _run_many(
     on_started: Callable[[Started], None],
     on_tick: Callable[[Tick], None] | None,
     on_notice: Callable[[str], None],
-) -> None:
-    import multiprocessing as mp
-
+) -> Stopped:
     metrics_dir = tempfile.mkdtemp(prefix="gpukit-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # before prometheus_client is imported, here and in workers
     placeholder = listen_socket(config.host, config.port, reuse_port=True, listen=False)  # holds the port
     config.port = placeholder.getsockname()[1]
+    fleet: _Fleet | None = None
     try:
-        from gpukit.serve.batcher import Batcher
-        from gpukit.serve.ipc import serve_pipe
+        from gpukit.serve.engine import start_engine
         from gpukit.serve.metrics import Metrics
-        from gpukit.serve.model import ModelRunner
-        from gpukit.serve.worker import worker_main
 
         sys.setswitchinterval(0.0005)  # many pipe threads and one batcher here: hand the GIL over sooner than 5 ms
-        runner = ModelRunner(config.model, config.device, config.max_batch, config.amp, config.cuda_graphs)
-        if config.decode == "nvjpeg":
-            runner.warm_batch_decoder()
-        metrics = Metrics(multiprocess=True)
-        batcher = Batcher(
-            runner,
-            config.max_batch,
-            config.max_wait_s,
-            config.queue_size,
-            lambda n, s: metrics.observe_batch(n, runner.gpu_memory_bytes(), batcher.depth),
-            align=runner.pass_rows,
-        )
-        batcher.start()
-        shape = (3, runner.info.image_size, runner.info.image_size)
-        ctx = mp.get_context("spawn")
+        engine = start_engine(config, Metrics(multiprocess=True))
+        fleet = _Fleet(config, engine)
+        stopping = _stop_on_signals()
+        fleet.start()
+        runner = engine.runner
+        url = f"http://{config.host}:{config.port}"
+        on_started(_started(config, url, runner.info, runner.device, config.workers, key_state, runner.warmup_s))
+        stop_ticks = _ticker(lambda: (engine.batcher.stats, engine.batcher.depth), on_tick)
+        fleet.supervise(stopping, on_notice)
+        stop_ticks.set()
+        fleet.drain(drain_s(config))
+        engine.stop()
+        return Stopped.total(fleet.counts)
+    finally:
+        if fleet is not None:
+            fleet.kill()
+        placeholder.close()
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
 
-        def start_worker(i: int) -> Any:
-            parent, child = ctx.Pipe(duplex=True)
-            proc = ctx.Process(target=worker_main, args=(config, runner.info, child, i), name=f"gpukit-http-{i}")
-            proc.start()
-            child.close()
-            serve_pipe(parent, batcher, shape)  # its thread ends when the worker's end of the pipe closes
-            return proc
 
-        procs = [start_worker(i) for i in range(config.workers)]
-        stopping = threading.Event()
+def _stop_on_signals() -> threading.Event:
+    """SIGTERM/SIGINT set the event (this process then drains the workers) instead of raising."""
+    stopping = threading.Event()
 
-        def on_signal(sig: int, frame: Any) -> None:
-            stopping.set()
+    def on_signal(sig: int, frame: Any) -> None:
+        stopping.set()
 
-        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-        _wait_listening(config, procs)
-        on_started(
-            Started(
-                f"http://{config.host}:{config.port}",
-                runner.info.model,
-                runner.device,
-                runner.info.classes,
-                runner.info.image_size,
-                config.workers,
-                config.max_batch,
-                config.max_wait_ms,
-                config.queue_size,
-                key_state,
-                runner.warmup_s,
-            )
-        )
-        stop_ticks = _ticker(lambda: (batcher.stats, batcher.depth), on_tick)
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, on_signal)
+    return stopping
+
+
+class _Fleet:
+    """The HTTP worker processes of a several-process server, each on its own pipe to the engine's batcher."""
+
+    def __init__(self, config: ServeConfig, engine: Any) -> None:
+        import multiprocessing as mp
+
+        self.config, self.engine = config, engine
+        self.ctx = mp.get_context("spawn")
+        self.procs: list[Any] = []
+        self.counts: list[dict[str, int]] = []  # each worker's, as it exits
+        self.shape = (3, engine.runner.info.image_size, engine.runner.info.image_size)
+
+    def start_worker(self, i: int) -> Any:
+        from gpukit.serve.ipc import serve_pipe
+        from gpukit.serve.worker import worker_main
+
+        parent, child = self.ctx.Pipe(duplex=True)
+        args = (self.config, self.engine.runner.info, child, i)
+        proc = self.ctx.Process(target=worker_main, args=args, name=f"gpukit-http-{i}")
+        proc.start()
+        child.close()
+        # its thread ends when the worker's end of the pipe closes
+        serve_pipe(parent, self.engine.batcher, self.shape, self.counts.append)
+        return proc
+
+    def start(self) -> None:
+        self.procs = [self.start_worker(i) for i in range(self.config.workers)]
+        _wait_listening(self.config, self.procs)
+
+    def supervise(self, stopping: threading.Event, on_notice: Callable[[str], None]) -> None:
+        """Until ``stopping``: replace a worker that died, unless they die faster than a crash loop allows."""
         deaths: list[float] = []
         while not stopping.wait(0.2):
-            for i, proc in enumerate(procs):
+            for i, proc in enumerate(self.procs):
                 if proc.is_alive() or stopping.is_set():
                     continue
                 now = time.monotonic()
                 deaths = [t for t in deaths if now - t < RESTART_WINDOW_S] + [now]
                 if len(deaths) > MAX_RESTARTS:
-                    stopping.set()
                     raise ServeError(
                         f"HTTP worker {proc.name} exited with code {proc.exitcode}, the {len(deaths)}th death "
                         f"within {RESTART_WINDOW_S:.0f} s: giving up"
                     )
                 _forget_metrics(proc.pid)
-                procs[i] = start_worker(i)
+                self.procs[i] = self.start_worker(i)
                 on_notice(f"HTTP worker {proc.name} exited with code {proc.exitcode}; started a new one")
-        stop_ticks.set()
-        for proc in procs:  # each worker drains: no new admissions, every admitted request answered
+
+    def drain(self, limit_s: float) -> None:
+        """Each worker drains (no new admissions, every admitted request answered, idle connections closed)."""
+        for proc in self.procs:
             if proc.is_alive() and proc.pid is not None:
                 os.kill(proc.pid, signal.SIGTERM)
-        for proc in procs:
-            proc.join(config.timeout_s + 10)
-        batcher.stop()
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    finally:
-        for proc in locals().get("procs", []):
+        deadline = time.monotonic() + limit_s
+        for proc in self.procs:
+            proc.join(max(0.1, deadline - time.monotonic()))
+
+    def kill(self) -> None:
+        for proc in self.procs:
             if proc.is_alive():
                 proc.kill()
-        placeholder.close()
-        shutil.rmtree(metrics_dir, ignore_errors=True)
-        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+                proc.join(5)
 
 
 def _forget_metrics(pid: int | None) -> None:

@@ -1,10 +1,11 @@
 """Batch preparation for the model process: JPEG bytes and decoded images → one uint8 (n,3,S,S) batch, on its own
 CUDA stream so that it overlaps the previous batch's forward pass.
 
-Launches per batch, not per image: the JPEGs are decoded in one batched call (nvJPEG through torchvision on CUDA,
-torchvision's CPU decoder on a CPU device); images that already are S×S are ``torch.stack``-ed straight into the
-staging buffer (one kernel); the others are resized in groups of one input shape (one ``interpolate`` per group,
-bilinear, antialiased, as before); pre-decoded uint8 images go through one pinned host buffer and one copy.
+Launches per batch, not per image: the JPEGs are decoded in one batched call (nvJPEG through torchvision on CUDA;
+on a CPU device Pillow decodes them one by one, since torchvision's CPU image decoding is deprecated); images that
+already are S×S are ``torch.stack``-ed straight into the staging buffer (one kernel); the others are resized in
+groups of one input shape (one ``interpolate`` per group, bilinear, antialiased, as before); pre-decoded uint8
+images go through one pinned host buffer and one copy.
 
 Stream rules (CUDA), kept by ``Stager.prepare`` and the runner's ``execute``:
 - all of it runs on ``stream`` (torchvision's decoder orders its own stream after the current one with events);
@@ -124,23 +125,41 @@ class Stager:
         return errors, shapes
 
     def _decode(self, datas: list[bytes]) -> list[Any]:
+        """JPEG bytes → uint8 (3, H, W) tensors on the device, or the exception of each one that failed."""
         if not datas:
             return []
+        if not self.cuda:
+            return [_pil_decode(d) for d in datas]
         import torch
         from torchvision.io import ImageReadMode, decode_jpeg
 
         tensors = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in datas]
-        device = self.device if self.cuda else "cpu"
         try:
-            return list(decode_jpeg(tensors, mode=ImageReadMode.RGB, device=device))
+            return list(decode_jpeg(tensors, mode=ImageReadMode.RGB, device=self.device))
         except Exception:  # one bad file fails the batched call: decode one by one to find it
             out: list[Any] = []
             for t in tensors:
                 try:
-                    out.append(decode_jpeg(t, mode=ImageReadMode.RGB, device=device))
+                    out.append(decode_jpeg(t, mode=ImageReadMode.RGB, device=self.device))
                 except Exception as exc:
                     out.append(exc)
             return out
+
+
+def _pil_decode(data: bytes) -> Any:
+    """On a CPU device: Pillow (a dependency already; torchvision's CPU image decoding is deprecated since 0.29),
+    whole-size like nvJPEG, so the resize that follows is the same interpolate as on CUDA."""
+    import io
+
+    import torch
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data), formats=["JPEG"]) as im:
+            rgb = np.asarray(im.convert("RGB"), dtype=np.uint8)
+    except Exception as exc:  # reported per image, as the batch decoder's failures are
+        return exc
+    return torch.from_numpy(rgb.transpose(2, 0, 1).copy())
 
 
 def _put(x: Any, rows: list[int], batch: Any) -> None:

@@ -97,3 +97,60 @@ def test_server_timing_header():
     assert header == (
         "read;dur=0.100, decode;dur=2.000, queue;dur=0.500, infer;dur=3.000, encode;dur=0.010, total;dur=6.000"
     )
+
+
+def test_a_part_may_contain_the_boundary_when_it_does_not_follow_a_crlf():
+    boundary = "XyZ"
+    content = b"\xff\xd8\xff--XyZ inside, as RFC 7578 allows\r\n-- XyZ also"
+    body = (
+        b'preamble\r\n--XyZ\r\nContent-Disposition: form-data; name="file"\r\n\r\n'
+        + content
+        + b'\r\n--XyZ  \r\nContent-Disposition: form-data; name="other"\r\n\r\nx\r\n--XyZ--\r\n'
+    )
+    assert images_from_body(f"multipart/form-data; boundary={boundary}", body, False) == [content]
+    bad = b'--XyZ\r\nContent-Disposition: form-data; name="file"\r\n\r\nabc--XyZ--'  # no CRLF: no delimiter
+    with pytest.raises(RequestRejected) as exc:
+        images_from_body(f"multipart/form-data; boundary={boundary}", bad, False)
+    assert exc.value.code == "bad_form"
+
+
+def _png(width: int, height: int, rows: int, interlace: int = 0) -> bytes:
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    raw = b"".join(b"\x00" + b"\x80" * (width * 3) for _ in range(rows))
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, interlace)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def test_a_png_whose_data_ends_before_its_last_row_is_corrupt():
+    assert decode_bytes(_png(300, 200, 200), 16, 10**6).shape == (3, 16, 16)  # whole: decoded
+    with pytest.raises(RequestRejected) as exc:  # Pillow itself fills the missing rows with zeros, silently
+        decode_bytes(_png(300, 2000, 200), 16, 10**7)
+    assert (exc.value.status, exc.value.code) == (400, "corrupt")
+    for mode in ("RGB", "L", "P", "RGBA", "1"):  # real PNGs of every kind pass the check
+        data = image_bytes("PNG", size=(37, 23), mode=mode)
+        assert decode_bytes(data, 16, 10**6).shape == (3, 16, 16)
+
+
+def test_decoded_bytes_come_from_the_header_after_draft():
+    from gpukit.serve.decode import probe
+
+    jpeg = probe(image_bytes("JPEG", size=(800, 600)), 64, 10**7)
+    assert jpeg.image.size == (100, 75) and jpeg.decoded_bytes == 100 * 75 * 3  # JPEG draft: decoded at 1/8
+    jpeg.image.close()
+    png = probe(image_bytes("PNG", size=(800, 600), mode="RGBA"), 64, 10**7)
+    assert png.decoded_bytes == 800 * 600 * (4 + 3)  # RGBA, then its RGB copy
+    png.image.close()
+
+
+def test_budget_never_waits_and_gives_back():
+    from gpukit.serve.core import Budget
+
+    b = Budget(100)
+    assert b.take(60) and not b.take(41) and b.take(40)
+    b.give(60)
+    assert b.used_bytes == 40 and b.take(60) and not b.take(1)

@@ -78,3 +78,33 @@ def test_plain_threads_get_a_reader_thread_and_a_closed_model_side_fails_what_wa
     socket.socket(fileno=os.dup(model.fileno())).shutdown(socket.SHUT_RDWR)
     assert waiting.wait(10) and failed[0].error == "the model process exited"
     assert client.closed
+
+
+def test_a_worker_that_never_used_its_pipe_sees_the_model_process_go_and_answers_503():
+    """``watch`` reads the pipe from the start: the model side's exit is seen with no request sent, the callback
+    runs on the loop, and a request after it is a 503 ``model_gone``, never a 500 ``BrokenPipeError``."""
+    from gpukit.serve.config import ServeConfig
+    from gpukit.serve.core import Core
+    from gpukit.serve.metrics import Metrics
+    from gpukit.serve.model import ModelInfo
+    from gpukit.serve.request import RequestRejected
+
+    worker, model = mp.Pipe(duplex=True)
+    client = PipeClient(worker)
+    core = Core(ServeConfig(model="m"), Metrics())  # type: ignore[arg-type]
+    core.info, core.submitter = ModelInfo("m", ("a", "b"), 4, "m"), client
+
+    async def main() -> tuple[bool, int, str]:
+        gone = asyncio.Event()
+        client.watch(gone.set)
+        assert core.ready
+        model.close()  # the model process dies
+        await asyncio.wait_for(gone.wait(), 5)
+        try:
+            await core.infer(np.zeros(SHAPE, np.uint8), time.monotonic() + 5)
+        except RequestRejected as exc:
+            return core.ready, exc.status, exc.code
+        raise AssertionError("answered")
+
+    assert asyncio.run(main()) == (False, 503, "model_gone")
+    core.pool.shutdown()

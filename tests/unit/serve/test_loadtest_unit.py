@@ -125,3 +125,18 @@ def test_loadtest_save_goes_to_the_results_history(run_cli, tmp_path):
     with open_history(db, create=False) as h:
         (row,) = h.loadtests()
     assert row["id"] == doc["id"] and row["url"] == url and row["sent"] == doc["sent"] == srv.count
+
+
+def test_shortfall_names_a_failed_run():
+    from gpukit.serve.loadtest import LoadResult, shortfall
+
+    def result(statuses: dict[str, int]) -> LoadResult:
+        n = sum(statuses.values())
+        return LoadResult("u", "closed", 1, None, 1, 1.0, 1, n, n, 0, n, statuses.get("200", 0), {}, statuses, {},
+                          {}, 0.0, [0.0], False)  # fmt: skip
+
+    assert "no request succeeded" in (shortfall(result({"0": 500}), None) or "")
+    assert "no request succeeded" in (shortfall(result({"401": 20}), 0.1) or "")
+    assert shortfall(result({"200": 90, "503": 10}), None) is None
+    assert shortfall(result({"200": 90, "503": 10}), 0.9) is None
+    assert "under --min-success 95 %" in (shortfall(result({"200": 90, "503": 10}), 0.95) or "")

@@ -1,6 +1,6 @@
 """The model process's two-stage pipeline: batch N+1 is prepared while batch N runs, batches and callbacks keep
 their order, one bad JPEG fails alone, a failed preparation fails only its batch, the hand-off holds one batch, and
-stop() drains everything admitted. The real ModelRunner runs on the CPU with torchvision's CPU JPEG decoder."""
+stop() drains everything admitted. The real ModelRunner runs on the CPU, decoding JPEGs with Pillow."""
 
 from __future__ import annotations
 
@@ -245,15 +245,17 @@ def test_cpu_runner_behind_the_pipelined_batcher(runner):
 
 
 def test_cpu_runner_stacks_images_of_the_right_size_without_resizing(runner):
+    import io
+
     import torch
-    from torchvision.io import ImageReadMode, decode_jpeg
+    from PIL import Image
 
     items: list[np.ndarray | bytes] = [image_bytes("JPEG", (SIZE, SIZE), seed=20 + i) for i in range(4)]
     staged = runner.prepare(items)
     assert staged.shapes == {"stacked": 4, "resized": 0, "pixels": 0} and staged.x.shape[0] == 4
     for i, data in enumerate(items):  # each staged row is that JPEG's decoded pixels, untouched
-        ref = decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8), mode=ImageReadMode.RGB)
-        assert torch.equal(staged.x[i], ref)
+        ref = np.asarray(Image.open(io.BytesIO(data)).convert("RGB")).transpose(2, 0, 1)  # as gpukit predict reads it
+        assert torch.equal(staged.x[i], torch.from_numpy(ref.copy()))
     probs, errors = runner.execute(staged)
     assert errors == [None] * 4 and probs.shape == (4, 2)
     assert not np.allclose(probs[0], probs[1])

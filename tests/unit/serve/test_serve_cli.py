@@ -72,9 +72,29 @@ def test_loadtest_against_nothing_reports_errors_not_a_crash(run_cli, tmp_path: 
         "20",
         "--json",
     )
-    assert res.exit_code == 0, res.stderr
+    assert res.exit_code == 1, res.stderr  # nothing succeeded: a failure, not a throughput (issue 22)
+    assert "no request succeeded" in res.stderr and "Traceback" not in res.stderr
     import json
 
-    doc = json.loads(res.stdout)
+    doc = json.loads(res.stdout)  # the result is still printed, to show what went wrong
     assert set(doc["statuses"]) == {"0"} and doc["errors"] and "Connect" in doc["errors"][0]
     assert doc["sent"] <= 20
+
+
+def test_the_http_side_imports_neither_torch_nor_the_server_module():
+    """An HTTP worker (spawned) imports the app, its core and the worker module: no torch (a worker's memory and
+    start-up), and no import circle with server.py (which imports the worker only to start it)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, gpukit.serve.worker, gpukit.serve.app, gpukit.serve.core, gpukit.serve.protocol; "
+        "print(sorted(m for m in ('torch', 'torchvision', 'gpukit.serve.server', 'gpukit.serve.engine') "
+        "if m in sys.modules))"
+    )
+    pytest.importorskip("fastapi")
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3] / "src")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True, env=env)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -1,0 +1,202 @@
+"""uvicorn's httptools protocol with the limits a server facing hostile clients needs, which uvicorn does not offer
+for httptools (it has only ``h11_max_incomplete_event_size`` for h11, answered with a plain 400, and no deadline
+on receiving a request: its keep-alive timer is reset by every byte, so a client sending one byte a second holds a
+connection for ever; uvicorn issue #157):
+
+- **Header size**: at most ``HEADER_LIMIT_BYTES`` (64 KiB) of request line and headers are fed to the parser; past
+  that the client gets 431 (JSON) and the rest is never parsed (nginx's ``large_client_header_buffers``).
+- **Header deadline**: the headers must be complete within ``header_timeout_s`` of the connection's first byte (or
+  of the request's first byte on a kept-alive connection), else 408 (nginx's ``client_header_timeout``). The body's
+  deadline is the request's own (``--timeout-s``), enforced by the app.
+- **Lingering close**: a connection closed while the client may still be sending (an early 413/401/503, a 408, the
+  drain) is half-closed after the response and what still arrives is read and discarded, up to ``LINGER_BYTES``
+  (``LINGER_REFUSED_BYTES`` after a 431/408) or ``LINGER_S``; closing at once would make the kernel answer the
+  unread bytes with a reset, and clients that send the whole body before reading (urllib, http.client) would never
+  see the JSON answer (nginx's lingering close).
+- **Drain**: on shutdown an idle keep-alive connection is not cut at once (a request may be on its way: cutting
+  would reset it); for ``DRAIN_IDLE_S`` a request that arrives is answered (503 while draining) with
+  ``Connection: close``, then the connection is closed cleanly. Busy connections finish their response, then close.
+- **Client gone**: a request whose client disconnected before its answer gets ``scope["gpukit.client_gone"]``, so
+  the app counts it as 499, not as answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any, cast
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # ImportError without httptools
+
+if TYPE_CHECKING:
+    from gpukit.serve.listen import ConnectionStats
+
+__all__ = [
+    "DRAIN_IDLE_S",
+    "HEADER_LIMIT_BYTES",
+    "LINGER_BYTES",
+    "LINGER_S",
+    "GuardedProtocol",
+    "protocol_class",
+]
+
+HEADER_LIMIT_BYTES = 64 * 1024
+LINGER_BYTES = 256 * 2**20  # what a lingering close reads and discards at most (a 64 MB upload is answered)
+LINGER_REFUSED_BYTES = 2**20  # after a 431/408: no ordinary client is still sending a body then
+LINGER_S = 5.0
+DRAIN_IDLE_S = 0.5
+
+_REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large", 503: b"Service Unavailable"}
+
+
+class _Transport:
+    """The real transport, except that ``close()`` is the protocol's lingering close, after which the transport
+    counts as closing (uvicorn then starts no pipelined request on it)."""
+
+    def __init__(self, real: asyncio.Transport, close: Any) -> None:
+        self._real = real
+        self.write = real.write  # the hot path, without __getattr__
+        self._close = close
+        self._closed = False
+
+    def close(self) -> None:
+        self._closed = True
+        self._close()
+
+    def is_closing(self) -> bool:
+        return self._closed or self._real.is_closing()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def _response(status: int, code: str, detail: str) -> bytes:
+    body = json.dumps({"error": code, "detail": detail}, separators=(",", ":")).encode()
+    head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
+    return head % (status, _REASONS[status], len(body)) + body
+
+
+class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
+    """uvicorn's httptools protocol with the limits above; ``protocol_class`` binds its settings."""
+
+    header_timeout_s: float = 10.0
+    stats: ConnectionStats
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._real = transport
+        self._in_head, self._head_bytes = True, 0
+        self._closing = self._discarding = self._lost = self._draining = False
+        self._discarded, self._linger_bytes = 0, LINGER_BYTES
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._timers: list[asyncio.TimerHandle] = []
+        super().connection_made(cast("asyncio.Transport", _Transport(transport, self._linger_close)))
+        self.stats.opened += 1
+        self.stats.open_now += 1
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self.stats.open_now -= 1
+        for timer in [self._head_timer, *self._timers]:
+            if timer is not None:
+                timer.cancel()
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            cast("dict[str, Any]", cycle.scope)["gpukit.client_gone"] = True
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._discarding:
+            self._discarded += len(data)
+            if self._discarded > self._linger_bytes:
+                self._real.close()
+            return
+        if not self._in_head:
+            super().data_received(data)
+            return
+        room = HEADER_LIMIT_BYTES - self._head_bytes
+        if len(data) <= room:
+            self._head_bytes += len(data)
+            super().data_received(data)
+            return
+        super().data_received(data[:room])  # may end the headers; if not, the rest is never parsed
+        if self._in_head:
+            self.stats.header_too_large += 1
+            self._refuse(431, "headers_too_large", f"request line and headers over {HEADER_LIMIT_BYTES} bytes")
+        elif self.parser is not None and not self._closing:
+            super().data_received(data[room:])
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm_head_timer()
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().on_headers_complete()
+        if self._draining and self.cycle is not None:
+            self.cycle.keep_alive = False  # answered (503 while draining), then closed
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_head, self._head_bytes = True, 0
+
+    def _arm_head_timer(self) -> None:
+        if self._head_timer is None and self.header_timeout_s > 0:
+            self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_timeout)
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        if self._in_head and not self._closing:
+            self.stats.header_timeouts += 1
+            detail = f"the request headers were not complete within {self.header_timeout_s:g} s"
+            self._refuse(408, "header_timeout", detail)
+
+    def _refuse(self, status: int, code: str, detail: str) -> None:
+        """Answer (JSON) before the headers were complete, and close without parsing further."""
+        if self.cycle is None or self.cycle.response_complete:  # never between another response's bytes
+            self._real.write(_response(status, code, detail))
+        self._linger_bytes = LINGER_REFUSED_BYTES
+        self.transport.close()
+
+    def _linger_close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        real = self._real
+        if self._lost or real.is_closing() or not real.can_write_eof():
+            real.close()
+            return
+        self.stats.lingered += 1
+        real.write_eof()  # the response already written, then FIN; the client's remaining bytes are discarded
+        self._discarding = True
+        self.flow.resume_reading()
+        self._timers.append(self.loop.call_later(LINGER_S, real.close))
+
+    def shutdown(self) -> None:
+        """The server is draining (uvicorn calls this on every connection)."""
+        self._draining = True
+        if self.cycle is None or self.cycle.response_complete:
+            self._timers.append(self.loop.call_later(DRAIN_IDLE_S, self._close_idle))
+        else:
+            self.cycle.keep_alive = False
+
+    def _close_idle(self) -> None:
+        if self._closing:
+            return
+        if (self.cycle is None or self.cycle.response_complete) and self._head_bytes == 0:
+            self.stats.drained += 1
+            self.transport.close()
+        elif self._in_head:  # half a request after the drain began: the header deadline ends it
+            self._refuse(503, "draining", "the server is shutting down; retry on another replica")
+
+    def timeout_keep_alive_handler(self) -> None:
+        self.transport.close()
+
+
+def protocol_class(header_timeout_s: float, stats: ConnectionStats) -> type[asyncio.Protocol]:
+    """``GuardedProtocol`` with this server's header deadline and counters, for ``uvicorn.Config(http=...)``."""
+    attrs = {"header_timeout_s": header_timeout_s, "stats": stats}
+    return type("GuardedProtocol", (GuardedProtocol,), attrs)
