@@ -10,3 +10,23 @@ Importing the package imports nothing heavy; import the module you need (``from 
 """
 
 from __future__ import annotations
+
+# The package's face is its modules (``from gpukit.fleet import stats``): importing it stays free of NumPy and torch.
+__all__ = [
+    "accept",
+    "accept_figures",
+    "accept_judge",
+    "accept_node",
+    "accept_reference",
+    "compare",
+    "exporter",
+    "k8s",
+    "outliers",
+    "prom",
+    "record",
+    "report",
+    "soak",
+    "stats",
+    "status",
+    "telemetry",
+]
