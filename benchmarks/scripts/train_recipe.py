@@ -217,7 +217,8 @@ def main() -> int:
         raise _fail("--device cuda but torch sees no GPU")
     hardware = args.hardware or ("gpu" if args.device == "cuda" else "cpu")
     stem = f"train-recipe_{hardware}_{datetime.now(UTC):%Y-%m-%d}{args.suffix}"
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    git = os.environ.get("GPUKIT_GIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                                         text=True, check=False).stdout.strip()  # fmt: skip
     doc = {"hardware": hardware, "date": f"{datetime.now(UTC):%Y-%m-%d}", "git": git or "unknown",
            "torch": torch.__version__, "python": platform.python_version(), "cpus": os.cpu_count(),
            "cores": args.cores, "device": torch.cuda.get_device_name(0) if args.device == "cuda" else "no GPU",

@@ -12,6 +12,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:=benchmarks/out}"
 : "${RECIPE_DATA:=.wt/recipe-data}"
+FINAL=$OUT  # at most a few files come back from the device: everything is written under $OUT/r, then packed
+OUT=$OUT/r
 mkdir -p "$OUT"
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH}
 if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ] && [ -z "${PYTHONPYCACHEPREFIX:-}" ]; then  # see train_h200.sh
@@ -44,4 +46,6 @@ timeout 50 taskset -c 4-15 python3 benchmarks/scripts/train_throughput_aug.py --
 date -u +"throughput %T" | tee -a "$OUT/timeline.log"
 wait
 date -u +"end %T" | tee -a "$OUT/timeline.log"
-tail -5 "$OUT"/*.log
+tar -czf "$FINAL/train-recipe-results.tgz" -C "$OUT" .
+cat "$OUT"/train-recipe_h200_*-run2.md "$OUT"/train-recipe_h200_*-alone.md "$OUT"/train-throughput-aug.md 2>/dev/null
+tail -3 "$OUT"/gpu-tests.log "$OUT"/cpu-lane-*.log

@@ -21,6 +21,7 @@ AUGMENT_HELP = (
     "shear, zoom, flip), classic (seed without the flip), none."
 )
 _SHOW_SKIPPED = 5
+SHOWN_EPOCHS = 25  # at most about this many epoch lines while training and rows in the summary table
 
 
 def _process_start() -> float | None:
@@ -60,7 +61,8 @@ class _Progress:
         self.console = console if console is not None else render.err_console
         self.progress: Any = None
         self.task: Any = None
-        self.steps = 0
+        self.steps = self.epochs = 0
+        self.every = 1
         self.val = ""
 
     def __call__(self, event: dict[str, Any]) -> None:
@@ -85,7 +87,8 @@ class _Progress:
             from gpukit.train.outputs import epoch_line
 
             m = event["metrics"]
-            self.console.print(epoch_line(m))  # above the bar while it is live
+            if m.epoch % self.every == 0 or m.epoch == self.epochs:  # train.log keeps every epoch's line
+                self.console.print(epoch_line(m))  # above the bar while it is live
             if self.task is not None:
                 self.val = "" if m.val_accuracy is None else f", val acc {m.val_accuracy:.3f}"
                 self.progress.update(self.task, completed=m.epoch * self.steps,
@@ -93,6 +96,7 @@ class _Progress:
 
     def _start(self, event: dict[str, Any]) -> None:
         self.steps, self.epochs = event["steps"], event["epochs"]
+        self.every = max(1, -(-self.epochs // SHOWN_EPOCHS))  # a small set's 200 short epochs: every 8th line
         if not self.console.is_terminal or self.task is not None:
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -188,12 +192,21 @@ def _train_command(
     return 130 if result.interrupted else 0
 
 
+def _shown_epochs(result: Any) -> list[Any]:
+    """The epochs the summary table shows: all of up to SHOWN_EPOCHS, else every n-th, the best and the last."""
+    every = max(1, -(-len(result.epochs) // SHOWN_EPOCHS))
+    last = len(result.epochs)
+    return [m for m in result.epochs if m.epoch % every == 0 or m.epoch in (1, last, result.best_epoch)]
+
+
 def _print_summary(result: Any) -> None:
     rows = [(m.epoch, f"{m.train_loss:.4f}", f"{m.train_accuracy:.3f}", render.fmt(m.val_loss, ".4f"),
              render.fmt(m.val_accuracy, ".3f"), f"{m.images_per_s:,.0f}", render.fmt_seconds(m.data_wait_s),
-             render.fmt(m.gpu_util_pct, ".0f", "%")) for m in result.epochs]  # fmt: skip
+             render.fmt(m.gpu_util_pct, ".0f", "%")) for m in _shown_epochs(result)]  # fmt: skip
     title = (f"{result.model} on {result.device} × {result.world_size}, amp {result.amp}, cache {result.cache}, "
              f"CUDA graphs {'on' if result.cuda_graphs else 'off'}")  # fmt: skip
+    if len(rows) < len(result.epochs):
+        title += f"; {len(rows)} of {len(result.epochs)} epochs shown (all in metrics.csv)"
     cols = ["epoch", "loss", "acc", "val loss", "val acc", "img/s", "data wait", "GPU"]
     render.console.print(render.table(cols, rows, title=title, justify=["right"] * len(cols)))
     best = f"best: epoch {result.best_epoch} (lowest validation loss)" if result.best_epoch else "best: none"

@@ -11,6 +11,7 @@ their keys. A test steps it beside ``torch.optim.Adam`` and requires equal tenso
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,16 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["Adam"]
+
+
+@functools.cache
+def _decoupled_in_torch() -> bool:
+    """Whether torch's functional Adam takes ``decoupled_weight_decay`` (torch >= 2.7)."""
+    import inspect
+
+    from torch.optim.adam import adam
+
+    return "decoupled_weight_decay" in inspect.signature(adam).parameters
 
 
 class Adam:
@@ -70,14 +81,19 @@ class Adam:
             return
         states = [self._state(p) for p in params]
         beta1, beta2 = group["betas"]
+        decay, kwargs = group["weight_decay"], {}
         with torch.no_grad():
+            if _decoupled_in_torch():
+                kwargs = {"decoupled_weight_decay": True}
+            elif decay:  # torch < 2.7: AdamW's own first step, by hand
+                torch._foreach_mul_(params, 1 - group["lr"] * decay)
+                decay = 0.0
             adam(params, [p.grad for p in params], [s["exp_avg"] for s in states],
                  [s["exp_avg_sq"] for s in states], [], [s["step"] for s in states], foreach=None,
                  capturable=group["capturable"], differentiable=False, fused=group["fused"],
                  grad_scale=getattr(self, "grad_scale", None), found_inf=getattr(self, "found_inf", None),
                  has_complex=False, amsgrad=False, beta1=beta1, beta2=beta2, lr=group["lr"],
-                 weight_decay=group["weight_decay"], eps=group["eps"], maximize=False,
-                 decoupled_weight_decay=True)  # fmt: skip
+                 weight_decay=decay, eps=group["eps"], maximize=False, **kwargs)  # fmt: skip
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.param_groups[0]["params"]:

@@ -151,3 +151,24 @@ def test_progress_events_come_by_time_as_well_as_by_step(image_folder: Path, tmp
     steps = [e for e in events if e["kind"] == "step"]
     assert [e["step"] for e in steps] == list(range(1, events[1]["steps"] + 1))  # log_every is 50: by time only
     assert all(e["images_per_s"] > 0 for e in steps)
+
+
+def test_a_long_run_shows_about_25_epoch_lines_and_table_rows() -> None:
+    from rich.console import Console
+
+    from gpukit.cli.train import _Progress, _shown_epochs
+    from gpukit.train.config import TrainResult
+
+    buf = io.StringIO()
+    progress = _Progress(quiet=False, console=Console(file=buf, force_terminal=False, width=160))
+    progress({"kind": "start", "epochs": 200, "steps": 10, "epoch": 0, "step": 0, "global_batch": 32})
+    history = [EpochMetrics(e, 0.5, 0.8, 0.4 + abs(e - 77) / 1000, 0.75, 320, 0.05, 6400.0, 0.0, None)
+               for e in range(1, 201)]  # fmt: skip
+    for m in history:
+        progress({"kind": "epoch", "metrics": m})
+    lines = buf.getvalue().strip().splitlines()
+    assert len(lines) == 25 and lines[0].startswith("epoch 8:") and lines[-1].startswith("epoch 200:")
+    result = TrainResult(None, ["a", "b"], "small-cnn", "cpu", 1, "off", "cpu", False, 256, 64, 0, 0.1, history,
+                         best_epoch=77)  # fmt: skip
+    shown = [m.epoch for m in _shown_epochs(result)]
+    assert shown[:2] == [1, 8] and 77 in shown and shown[-1] == 200 and len(shown) == 27
