@@ -18,7 +18,7 @@ user gets); ``last`` is recorded too.
     PYTHONPATH=src python benchmarks/scripts/train_recipe.py --data-dir D --device cuda --hardware h200 --jobs 12
     PYTHONPATH=src python benchmarks/scripts/train_recipe.py --data-dir D --device cpu --cores 0,1 --recipes default
 
-``--cores 0,1`` pins every run to those cores (``taskset``; with ``CUDA_VISIBLE_DEVICES=""`` and two intra-op
+``--cores 0,1`` pins every run to those cores (``sched_setaffinity``; with ``CUDA_VISIBLE_DEVICES=""`` and two intra-op
 threads): a 2-core CPU machine emulated on a larger host. ``--alone-seeds 0`` runs the ``default`` recipe again for
 those seeds, one run at a time after the parallel ones, so that its time is not shared with other runs (the table
 shows both).
@@ -77,16 +77,18 @@ def run_one(root: Path, recipe: str, seed: int, work: Path, device: str, cores: 
     cmd = [sys.executable, "-m", "gpukit", "train", str(root / "data"), *RECIPES[recipe], "--seed", str(seed),
            "--device", device, "--out", str(out), "--json"]  # fmt: skip
     env = dict(os.environ)
-    if cores:
-        cmd = ["taskset", "-c", cores, *cmd]
-        env.update(CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(len(cores.split(","))))
+    pin = None
+    if cores:  # the run and everything it starts (its decode workers) on these cores only, as taskset -c would
+        ids = {int(c) for c in cores.split(",")}
+        pin = lambda: os.sched_setaffinity(0, ids)  # noqa: E731
+        env.update(CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS=str(len(ids)))
     else:  # on a shared host one intra-op thread per run: spinning OpenMP threads made steps 10x slower
         env.setdefault("OMP_NUM_THREADS", "1")
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, preexec_fn=pin)
     wall = time.perf_counter() - t0
     label = f"{root.name} {recipe} seed {seed}{' (alone)' if alone else ''}"
-    shown = "gpukit train " + " ".join(cmd[cmd.index("train") + 1 :]).replace(str(work), "WORK")
+    shown = "gpukit train " + " ".join(cmd[4:]).replace(str(work), "WORK")
     if proc.returncode != 0:
         print(f"  {label}: error after {wall:.1f} s: {proc.stderr.strip().splitlines()[-1:]}", flush=True)
         return {"error": proc.stderr[-2000:], "wall_s": wall, "command": shown, "alone": alone}
