@@ -145,7 +145,7 @@ def gpukit_loop(root: Path, batch: int, epochs: int, out: Path, **overrides) -> 
     from gpukit.train.config import TrainConfig
     from gpukit.train.loop import train
 
-    cfg = TrainConfig(
+    settings = dict(
         data=root,
         model="seed-cnn",
         epochs=epochs,
@@ -157,8 +157,8 @@ def gpukit_loop(root: Path, batch: int, epochs: int, out: Path, **overrides) -> 
         seed=0,
         min_steps=0,  # the epochs asked for, as measured before the step budget existed
         augment=RECIPES["seed"],  # the seed's recipe (flip on), as measured before the default dropped the flip
-        **overrides,
     )
+    cfg = TrainConfig(**{**settings, **overrides})  # type: ignore[arg-type]
     import torch
 
     flags = (torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)

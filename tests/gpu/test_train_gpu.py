@@ -115,3 +115,36 @@ def test_trainer_adam_is_torch_adam_fused_capturable_on_the_gpu(scaled: bool) ->
     if scaled:  # 2**20 overflows fp16 gradients at first: skipped steps and a lowered scale, the same in both
         assert o_sc.get_scale() == r_sc.get_scale()
         assert (steps < 8) == (o_sc.get_scale() < 2.0**20)
+
+
+def test_the_default_recipe_step_never_syncs_and_is_graphed(data: Path, tmp_path: Path) -> None:
+    """The default recipe (small-cnn; crop, shift and colour jitter on the device; AdamW; label smoothing): the
+    eager step under CUDA's sync debug mode raises on any host sync, and the run captures its step as a graph."""
+    from gpukit.train.adam import Adam
+    from gpukit.train.augment import recipe
+    from gpukit.train.loop import epoch_plan
+    from gpukit.train.models import small_cnn
+    from gpukit.train.schedule import lr_table
+    from gpukit.train.step import Stepper
+
+    images = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8, device="cuda")
+    labels = torch.randint(0, 2, (64,), device="cuda")
+    net = small_cnn(2).cuda().to(memory_format=torch.channels_last)
+    lr = torch.tensor(2e-3, device="cuda")
+    opt = Adam(net.parameters(), lr=lr, weight_decay=0.05, fused=True, capturable=True)
+    stepper = Stepper(net, opt, images, labels, 4, 16, torch.device("cuda"), torch.bfloat16, True, smoothing=0.1)
+    perm, theta, jitter = epoch_plan(0, 0, 64, 4, 16, recipe("default"))
+    stepper.load_epoch(perm, theta, 0, jitter, lr_table(0, 4, 1, 2e-3, "cosine", 0.05))
+    stepper.step()  # lazy optimizer state and cuDNN set-up may sync once, outside the check
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            stepper.step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert int(stepper.counter) == 4
+    result = _run(data, tmp_path / "d", model="small-cnn", augment=recipe("default"), min_steps=200,
+                  weight_decay=0.05, label_smoothing=0.1)  # fmt: skip
+    assert result.cuda_graphs and result.verdict == "generalised", result.notes
+    assert result.epochs[-1].val_accuracy >= 0.95

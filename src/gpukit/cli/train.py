@@ -15,9 +15,13 @@ from rich.markup import escape
 from gpukit.cli import render, skip_teardown
 from gpukit.errors import ConfigError
 
-MODEL_HELP = "seed-cnn (the article's network), resnet18 (default), resnet34, resnet50."
-AUGMENT_HELP = "Recipe: default (shear 0.2°, zoom 0.2, no flip), seed (the article's Keras recipe, flip on), none."
+MODEL_HELP = "small-cnn (default: conv stages, global pooling), seed-cnn (the article's network), resnet18/34/50."
+AUGMENT_HELP = (
+    "Recipe: default (random crop, shift, colour jitter; no flip), seed (the article's Keras recipe: "
+    "shear, zoom, flip), classic (seed without the flip), none."
+)
 _SHOW_SKIPPED = 5
+SHOWN_EPOCHS = 25  # at most about this many epoch lines while training and rows in the summary table
 
 
 def _process_start() -> float | None:
@@ -48,41 +52,62 @@ def _is_main_rank() -> bool:
 
 
 class _Progress:
-    """Draws the epoch bar from the library's events (rank 0 only); images/s, data wait and GPU use per epoch."""
+    """Shows a run from the library's events (rank 0 only). Under a terminal: one bar over the whole run's steps
+    with the epoch, images/s, data wait, GPU use and the last validation accuracy, and the epoch lines above it;
+    piped or redirected: the plain lines only (no bar, no control codes)."""
 
-    def __init__(self, quiet: bool) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    def __init__(self, quiet: bool, console: Any = None) -> None:
         self.quiet = quiet or not _is_main_rank()
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[speed]}"), TimeElapsedColumn(),
-                                 console=render.err_console, transient=True)  # fmt: skip
+        self.console = console if console is not None else render.err_console
+        self.progress: Any = None
         self.task: Any = None
+        self.steps = self.epochs = 0
+        self.every = 1
+        self.val = ""
 
     def __call__(self, event: dict[str, Any]) -> None:
         if self.quiet:
             return
         kind = event["kind"]
         if kind == "data":
-            render.err_console.print(
+            self.console.print(
                 f"data: {event['train']} train, {event['val']} val images; {event['skipped']} files skipped; "
                 f"decoded in {render.fmt_seconds(event['decode_s'])}"
             )
-        elif kind == "step":
-            if self.task is None:
-                self.progress.start()
-                self.task = self.progress.add_task("", total=event["steps"], speed="")
+        elif kind == "start":
+            self._start(event)
+        elif kind == "step" and self.task is not None:
             util = event["gpu_util_pct"]
-            speed = (
-                f"{event['images_per_s']:,.0f} img/s, data wait {render.fmt_seconds(event['data_wait_s'])}, "
-                f"GPU {render.NA if util is None else f'{util:.0f}%'}"
-            )
-            self.progress.update(self.task, completed=event["step"], description=f"epoch {event['epoch']}", speed=speed)
+            speed = (f"{event['images_per_s']:,.0f} img/s, data wait {render.fmt_seconds(event['data_wait_s'])}, "
+                     f"GPU {render.NA if util is None else f'{util:.0f}%'}{self.val}")  # fmt: skip
+            done = (event["epoch"] - 1) * self.steps + event["step"]
+            self.progress.update(self.task, completed=done, speed=speed,
+                                 description=f"epoch {event['epoch']}/{self.epochs}")  # fmt: skip
         elif kind == "epoch":
-            self.stop()
             from gpukit.train.outputs import epoch_line
 
-            render.err_console.print(epoch_line(event["metrics"]))
+            m = event["metrics"]
+            if m.epoch % self.every == 0 or m.epoch == self.epochs:  # train.log keeps every epoch's line
+                self.console.print(epoch_line(m))  # above the bar while it is live
+            if self.task is not None:
+                self.val = "" if m.val_accuracy is None else f", val acc {m.val_accuracy:.3f}"
+                self.progress.update(self.task, completed=m.epoch * self.steps,
+                                     speed=f"{m.images_per_s:,.0f} img/s{self.val}")  # fmt: skip
+
+    def _start(self, event: dict[str, Any]) -> None:
+        self.steps, self.epochs = event["steps"], event["epochs"]
+        self.every = max(1, -(-self.epochs // SHOWN_EPOCHS))  # a small set's 200 short epochs: every 8th line
+        if not self.console.is_terminal or self.task is not None:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("steps"), TextColumn("{task.fields[speed]}"), TimeElapsedColumn(),
+                                 console=self.console, transient=True, refresh_per_second=8)  # fmt: skip
+        self.progress.start()
+        done = event["epoch"] * self.steps + event["step"]
+        first = f"epoch {event['epoch'] + 1}/{self.epochs}"
+        self.task = self.progress.add_task(first, total=self.epochs * self.steps, completed=done, speed="starting")
 
     def stop(self) -> None:
         if self.task is not None:
@@ -92,11 +117,13 @@ class _Progress:
 
 def _train_command(
     data: Path = typer.Argument(..., help="Folder with one sub-folder per class (or train/ and val/ inside it)."),
-    model: str = typer.Option("resnet18", "--model", help=MODEL_HELP),
+    model: str = typer.Option("small-cnn", "--model", help=MODEL_HELP),
     epochs: int = typer.Option(25, "--epochs", help="Epochs (the seed's 25)."),
     batch_size: int = typer.Option(32, "--batch-size", help="Images per step per process (global = × processes)."),
     image_size: int = typer.Option(64, "--image-size", help="Images are resized to S×S (the seed's 64)."),
-    lr: float = typer.Option(1e-3, "--lr", help="Adam learning rate."),
+    lr: float = typer.Option(2e-3, "--lr", help="Adam learning rate (the seed's Keras default: 1e-3)."),
+    weight_decay: float = typer.Option(0.05, "--weight-decay", help="Decoupled weight decay (AdamW); 0: plain Adam."),
+    label_smoothing: float = typer.Option(0.1, "--label-smoothing", help="Label smoothing of the training loss."),
     device: str = typer.Option("auto", "--device", help="cpu, cuda or auto."),
     seed: int = typer.Option(0, "--seed", help="Seed for the split, initialisation, order and augmentation."),
     out: Path | None = typer.Option(None, "--out", help="Run folder (default runs/MODEL-TIME)."),
@@ -118,8 +145,12 @@ def _train_command(
     shear_deg: float | None = typer.Option(None, "--shear-deg", help="Shear range in degrees (the seed's 0.2)."),
     zoom: float | None = typer.Option(None, "--zoom", help="Zoom range: factors in [1-z, 1+z] (the seed's 0.2)."),
     rotation_deg: float | None = typer.Option(None, "--rotation-deg", help="Rotation range in degrees (0)."),
-    colour: float | None = typer.Option(None, "--colour", help="Brightness gain range: [1-c, 1+c] (0)."),
-    min_steps: int = typer.Option(500, "--min-steps", help="At least this many optimizer steps (adds epochs)."),
+    colour: float | None = typer.Option(None, "--colour", help="Brightness factor range [1-c, 1+c] (0.3)."),
+    contrast: float | None = typer.Option(None, "--contrast", help="Contrast factor range [1-c, 1+c] (0.3)."),
+    saturation: float | None = typer.Option(None, "--saturation", help="Saturation factor range [1-c, 1+c] (0.3)."),
+    crop: float | None = typer.Option(None, "--crop", help="Random resized crop: least area share kept (0.8; 1: off)."),
+    shift: float | None = typer.Option(None, "--shift", help="Random shift: up to this share of the side (0.1)."),
+    min_steps: int = typer.Option(2000, "--min-steps", help="At least this many optimizer steps (adds epochs)."),
     schedule: str = typer.Option("cosine", "--schedule", help="Learning rate: cosine, one-cycle or constant."),
     warmup: float = typer.Option(0.05, "--warmup", help="Share of the steps spent warming up (cosine)."),
     min_delta: float = typer.Option(1e-3, "--min-delta", help="Val-loss gain that makes a new best epoch."),
@@ -137,8 +168,10 @@ def _train_command(
 
     started = _process_start()
     aug = recipe("none" if no_augment else augment, hflip=hflip, shear_deg=shear_deg, zoom=zoom,
-                 rotation_deg=rotation_deg, colour=colour)  # fmt: skip
+                 rotation_deg=rotation_deg, colour=colour, contrast=contrast, saturation=saturation, crop=crop,
+                 shift=shift)  # fmt: skip
     cfg = TrainConfig(data=data, model=model, epochs=epochs, batch_size=batch_size, image_size=image_size, lr=lr,
+                      weight_decay=weight_decay, label_smoothing=label_smoothing,
                       device=device, seed=seed, out=out, resume=resume, val_fraction=val_fraction, workers=workers,
                       cache=cache, amp=amp, compile=compile_, cuda_graphs=cuda_graphs,
                       cudnn_benchmark=cudnn_benchmark, channels_last=channels_last, weights=weights, augment=aug,
@@ -159,16 +192,26 @@ def _train_command(
     return 130 if result.interrupted else 0
 
 
+def _shown_epochs(result: Any) -> list[Any]:
+    """The epochs the summary table shows: all of up to SHOWN_EPOCHS, else every n-th, the best and the last."""
+    every = max(1, -(-len(result.epochs) // SHOWN_EPOCHS))
+    last = len(result.epochs)
+    return [m for m in result.epochs if m.epoch % every == 0 or m.epoch in (1, last, result.best_epoch)]
+
+
 def _print_summary(result: Any) -> None:
     rows = [(m.epoch, f"{m.train_loss:.4f}", f"{m.train_accuracy:.3f}", render.fmt(m.val_loss, ".4f"),
              render.fmt(m.val_accuracy, ".3f"), f"{m.images_per_s:,.0f}", render.fmt_seconds(m.data_wait_s),
-             render.fmt(m.gpu_util_pct, ".0f", "%")) for m in result.epochs]  # fmt: skip
+             render.fmt(m.gpu_util_pct, ".0f", "%")) for m in _shown_epochs(result)]  # fmt: skip
     title = (f"{result.model} on {result.device} × {result.world_size}, amp {result.amp}, cache {result.cache}, "
              f"CUDA graphs {'on' if result.cuda_graphs else 'off'}")  # fmt: skip
+    if len(rows) < len(result.epochs):
+        title += f"; {len(rows)} of {len(result.epochs)} epochs shown (all in metrics.csv)"
     cols = ["epoch", "loss", "acc", "val loss", "val acc", "img/s", "data wait", "GPU"]
     render.console.print(render.table(cols, rows, title=title, justify=["right"] * len(cols)))
     best = f"best: epoch {result.best_epoch} (lowest validation loss)" if result.best_epoch else "best: none"
     render.console.print(f"run folder: {result.run_dir}  ({result.skipped_files} files skipped); {best}")
+    render.console.print(_verdict_line(result))
     for path, reason in result.skipped[:_SHOW_SKIPPED]:
         render.console.print(escape(f"skipped {path}: {reason}"))
     if len(result.skipped) > _SHOW_SKIPPED:
@@ -184,6 +227,16 @@ def _print_summary(result: Any) -> None:
         render.err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     if result.interrupted:
         render.console.print("interrupted: a checkpoint was saved; continue with --resume")
+
+
+def _verdict_line(result: Any) -> str:
+    """`verdict: generalised (validation accuracy 0.975; chance 0.500)`, or `did not generalise`, in words."""
+    accs = [m.val_accuracy for m in result.epochs if m.val_accuracy is not None]
+    if not accs or result.chance_accuracy is None:
+        return f"verdict: {result.verdict or 'not checked'}"
+    colour = "red" if result.verdict == "did not generalise" else "green"
+    return (f"verdict: [{colour}]{result.verdict}[/{colour}] (best validation accuracy {max(accs):.3f}; chance "
+            f"{result.chance_accuracy:.3f})")  # fmt: skip
 
 
 def _times_line(t: Any) -> str:

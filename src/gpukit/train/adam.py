@@ -11,6 +11,7 @@ their keys. A test steps it beside ``torch.optim.Adam`` and requires equal tenso
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -20,22 +21,33 @@ if TYPE_CHECKING:
 __all__ = ["Adam"]
 
 
+@functools.cache
+def _decoupled_in_torch() -> bool:
+    """Whether torch's functional Adam takes ``decoupled_weight_decay`` (torch >= 2.7)."""
+    import inspect
+
+    from torch.optim.adam import adam
+
+    return "decoupled_weight_decay" in inspect.signature(adam).parameters
+
+
 class Adam:
-    """Adam with one parameter group. ``fused`` runs one kernel for the whole update (CUDA); ``capturable`` keeps the
-    step counter on the parameters' device so the update can be captured in a CUDA graph, and then ``lr`` may be a
-    device tensor that the step sets in place."""
+    """Adam with one parameter group; a ``weight_decay`` is decoupled (AdamW: each step multiplies the weights by
+    1 - lr·weight_decay, apart from the gradient's moments). ``fused`` runs one kernel for the whole update (CUDA);
+    ``capturable`` keeps the step counter on the parameters' device so the update can be captured in a CUDA graph,
+    and then ``lr`` may be a device tensor that the step sets in place."""
 
     # torch.amp.GradScaler then passes grad_scale / found_inf to step() instead of unscaling with a host sync
     # (fused Adam's kernel unscales and skips a step with inf gradients itself)
     _step_supports_amp_scaling: bool
 
     def __init__(self, params: Iterable[torch.Tensor], lr: float | torch.Tensor = 1e-3,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, *, fused: bool = False,
-                 capturable: bool = False) -> None:  # fmt: skip
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, *, weight_decay: float = 0.0,
+                 fused: bool = False, capturable: bool = False) -> None:  # fmt: skip
         import torch
 
-        group: dict[str, Any] = {"params": list(params), "lr": lr, "betas": betas, "eps": eps, "weight_decay": 0.0,
-                                 "fused": fused, "capturable": capturable}  # fmt: skip
+        group: dict[str, Any] = {"params": list(params), "lr": lr, "betas": betas, "eps": eps,
+                                 "weight_decay": weight_decay, "fused": fused, "capturable": capturable}  # fmt: skip
         if not group["params"]:
             raise ValueError("Adam got no parameters")
         if isinstance(lr, torch.Tensor) and not (fused or capturable):
@@ -69,13 +81,19 @@ class Adam:
             return
         states = [self._state(p) for p in params]
         beta1, beta2 = group["betas"]
+        decay, kwargs = group["weight_decay"], {}
         with torch.no_grad():
+            if _decoupled_in_torch():
+                kwargs = {"decoupled_weight_decay": True}
+            elif decay:  # torch < 2.7: AdamW's own first step, by hand
+                torch._foreach_mul_(params, 1 - group["lr"] * decay)
+                decay = 0.0
             adam(params, [p.grad for p in params], [s["exp_avg"] for s in states],
                  [s["exp_avg_sq"] for s in states], [], [s["step"] for s in states], foreach=None,
                  capturable=group["capturable"], differentiable=False, fused=group["fused"],
                  grad_scale=getattr(self, "grad_scale", None), found_inf=getattr(self, "found_inf", None),
                  has_complex=False, amsgrad=False, beta1=beta1, beta2=beta2, lr=group["lr"],
-                 weight_decay=group["weight_decay"], eps=group["eps"], maximize=False)  # fmt: skip
+                 weight_decay=decay, eps=group["eps"], maximize=False, **kwargs)  # fmt: skip
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.param_groups[0]["params"]:

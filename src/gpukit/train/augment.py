@@ -1,16 +1,25 @@
-"""Augmentation, done on the GPU, one batch at a time: shear, zoom, rotation, an optional flip and a colour gain.
+"""Augmentation, done on the device, one batch at a time: a random crop, shift, shear, zoom, rotation, an optional
+flip, and a colour jitter (brightness, contrast, saturation).
 
-The seed (Keras ``ImageDataGenerator``): ``rescale=1/255, shear_range=0.2, zoom_range=0.2, horizontal_flip=True``.
 Decoding and augmenting on the CPU is the wall that caps training speed (see ``benchmarks/``), so gpukit keeps the
-decoded images as uint8 and applies a random affine transform on the device with ``affine_grid`` + ``grid_sample``
-— one batched kernel pair per step — then multiplies each image by its colour gain. Each epoch still sees freshly
-augmented images.
+decoded images as uint8 and applies one random affine transform per image on the device with ``affine_grid`` +
+``grid_sample`` — one batched kernel pair per step — then the colour jitter as a few elementwise kernels. Every
+parameter of an epoch is drawn up front from a CPU generator seeded by (seed, epoch) and read on the device by the
+step counter, so a step never waits for the host, a run is reproducible on any device, and a resumed run draws
+exactly what the uninterrupted one would have.
 
-Recipes (``--augment``): ``default`` is the seed's shear and zoom *without* the flip — a mirrored 3 is "Ɛ", and
-digits, text, many medical and satellite images are not mirror-symmetric (Keras, too, flips only when asked);
-``seed`` is the article's recipe exactly, flip included; ``none`` only rescales. Each knob is its own flag on top.
+Recipes (``--augment``):
+- ``default``: for a few hundred images trained from scratch, where the object may be anywhere: a random resized
+  crop (area 80–100 % of the image, aspect 3:4–4:3, anywhere inside it: a larger share cut small objects out of
+  too many crops), a shift of up to ±10 % of the side, and a
+  colour jitter (brightness, contrast and saturation each ×[0.7, 1.3]); **no flip** — a mirrored 3 is "Ɛ", and
+  digits, text, many medical and satellite images are not mirror-symmetric (Keras, too, flips only when asked).
+  Chosen by measurement over a suite of small sets (``benchmarks/scripts/train_recipe.py``).
+- ``seed``: the article's Keras ``ImageDataGenerator(rescale=1/255, shear_range=0.2, zoom_range=0.2,
+  horizontal_flip=True)``, exactly; ``classic``: the same without the flip (gpukit's default before the crop);
+- ``none``: only rescales. Each knob is its own flag on top of a recipe.
 
-Keras semantics, ported:
+Keras semantics, ported (``seed``, ``classic``):
 - ``shear_range=0.2`` is a shear *angle in degrees* (Keras >= 2.2.5 converts it with ``np.deg2rad``), drawn
   uniformly from [-0.2°, 0.2°]. ``shear_deg`` keeps that meaning; pass e.g. 11.5 for the old radians behaviour.
 - ``zoom_range=0.2`` draws the row and column zoom factors independently from [0.8, 1.2]; a factor > 1 samples a
@@ -19,8 +28,6 @@ Keras semantics, ported:
   (Keras' ``brightness_range``), clamped to [0, 1] after.
 - ``fill_mode="nearest"`` is ``padding_mode="border"``; Keras interpolates with order 1, so ``bilinear`` here.
 - The flip mirrors the output with probability 0.5; ``rescale`` divides by 255.
-The transform parameters for a whole epoch are drawn up front from a CPU generator seeded by (seed, epoch), so a run
-is reproducible on any device and a resumed run draws exactly what the uninterrupted one would have.
 """
 
 from __future__ import annotations
@@ -34,63 +41,73 @@ from gpukit.errors import ConfigError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["RECIPES", "AugmentConfig", "apply_affine", "apply_gain", "draw_gains", "draw_thetas", "recipe", "to_float"]
+__all__ = ["RECIPES", "AugmentConfig", "apply_affine", "apply_jitter", "draw_jitter", "draw_thetas", "recipe",
+           "to_float"]  # fmt: skip
+
+KNOBS = ("hflip", "shear_deg", "zoom", "rotation_deg", "colour", "crop", "shift", "contrast", "saturation")
+_RANGES = (("shear_deg", 0, 90), ("zoom", 0, 0.9), ("rotation_deg", 0, 180), ("colour", 0, 1), ("crop", 0.05, 1),
+           ("shift", 0, 0.5), ("contrast", 0, 1), ("saturation", 0, 1))  # fmt: skip
 
 
 @dataclass(frozen=True)
 class AugmentConfig:
-    """One run's augmentation; ``enabled=False`` only rescales. The defaults are the ``default`` recipe."""
+    """One run's augmentation; ``enabled=False`` only rescales. The defaults are the ``default`` recipe.
+    ``crop``: the least area share a random resized crop keeps (1: no crop); ``shift``: the largest translation,
+    a share of the side; ``colour``, ``contrast``, ``saturation``: factors uniform in [1-c, 1+c]."""
 
     enabled: bool = True
-    shear_deg: float = 0.2
-    zoom: float = 0.2
+    shear_deg: float = 0.0
+    zoom: float = 0.0
     hflip: bool = False
     rotation_deg: float = 0.0
-    colour: float = 0.0
+    colour: float = 0.3
+    crop: float = 0.8
+    shift: float = 0.1
+    contrast: float = 0.3
+    saturation: float = 0.3
 
     def validate(self) -> None:
-        for name, low, high in (("shear_deg", 0, 90), ("zoom", 0, 0.9), ("rotation_deg", 0, 180), ("colour", 0, 1)):
+        for name, low, high in _RANGES:
             value = getattr(self, name)
             if not low <= value <= high:  # NaN fails too
-                flag = {"shear_deg": "--shear-deg", "rotation_deg": "--rotation-deg"}.get(name, f"--{name}")
-                raise ConfigError(f"{flag} must be in [{low}, {high}], not {value}")
+                raise ConfigError(f"--{name.replace('_', '-')} must be in [{low}, {high}], not {value}")
 
     @property
-    def draws_gain(self) -> bool:
-        return self.enabled and self.colour > 0
+    def jitters(self) -> bool:
+        """Whether the recipe draws a colour jitter (brightness, contrast, saturation)."""
+        return self.enabled and (self.colour > 0 or self.contrast > 0 or self.saturation > 0)
 
 
+_NEUTRAL = AugmentConfig(colour=0.0, crop=1.0, shift=0.0, contrast=0.0, saturation=0.0)  # every knob off
+_SHEAR_ZOOM = replace(_NEUTRAL, shear_deg=0.2, zoom=0.2)
 RECIPES = {
     "default": AugmentConfig(),
-    "seed": AugmentConfig(shear_deg=0.2, zoom=0.2, hflip=True),  # the article's ImageDataGenerator, as written
+    "seed": replace(_SHEAR_ZOOM, hflip=True),  # the article's ImageDataGenerator, as written
+    "classic": _SHEAR_ZOOM,  # the seed's without the flip: gpukit's default before the crop and the jitter
     "none": AugmentConfig(enabled=False),
 }
 
 
-def recipe(
-    name: str,
-    *,
-    hflip: bool | None = None,
-    shear_deg: float | None = None,
-    zoom: float | None = None,
-    rotation_deg: float | None = None,
-    colour: float | None = None,
-) -> AugmentConfig:
-    """A named recipe with the knobs given (not None) put on top; raises ``ConfigError`` for an unknown name."""
+def recipe(name: str, **knobs: Any) -> AugmentConfig:
+    """A named recipe with the knobs given (not None) put on top (``KNOBS`` names them); raises ``ConfigError``
+    for an unknown name."""
     if name not in RECIPES:
         raise ConfigError(f"unknown --augment {name!r}", hint=f"choose one of {', '.join(RECIPES)}")
-    given: dict[str, Any] = {
-        "hflip": hflip,
-        "shear_deg": shear_deg,
-        "zoom": zoom,
-        "rotation_deg": rotation_deg,
-        "colour": colour,
-    }
-    cfg = replace(RECIPES[name], **{k: v for k, v in given.items() if v is not None})
-    if name == "none" and any(v for v in given.values()):
-        cfg = replace(cfg, enabled=True, shear_deg=shear_deg or 0.0, zoom=zoom or 0.0)
+    unknown = set(knobs) - set(KNOBS)
+    if unknown:
+        raise TypeError(f"unknown augmentation knobs {sorted(unknown)}")
+    given = {k: v for k, v in knobs.items() if v is not None}
+    cfg = replace(RECIPES[name], **given)
+    if name == "none" and any((v < 1) if k == "crop" else bool(v) for k, v in given.items()):
+        cfg = replace(_NEUTRAL, **given)  # `none` plus a knob: that knob alone
     cfg.validate()
     return cfg
+
+
+def _uniform(n: int, low: float, high: float, generator: torch.Generator) -> torch.Tensor:
+    import torch
+
+    return low + torch.rand(n, generator=generator) * (high - low)
 
 
 def draw_thetas(n: int, cfg: AugmentConfig, generator: torch.Generator) -> torch.Tensor:
@@ -119,16 +136,42 @@ def draw_thetas(n: int, cfg: AugmentConfig, generator: torch.Generator) -> torch
         c, s = torch.cos(angle), torch.sin(angle)
         rot = torch.stack([torch.stack([c, -s], 1), torch.stack([s, c], 1)], 1)  # (n, 2, 2)
         theta[:, :, :2] = rot @ theta[:, :, :2]
+    if cfg.crop < 1 or cfg.shift > 0:
+        _crop_and_shift(theta, cfg, generator)
     return theta
 
 
-def draw_gains(n: int, cfg: AugmentConfig, generator: torch.Generator) -> torch.Tensor:
-    """Per-image brightness gains (n,), uniform in [1-c, 1+c]; all ones when the colour knob is off."""
+def _crop_and_shift(theta: torch.Tensor, cfg: AugmentConfig, generator: torch.Generator) -> None:
+    """Compose a random resized crop and a shift onto ``theta`` in place: the output samples a window of area
+    share [crop, 1] and aspect 3:4–4:3, placed anywhere inside the image, then moved by up to ±shift of the side.
+    In affine_grid's coordinates the image spans [-1, 1]: a window of half-widths (w, h) at (cx, cy) is
+    x_in = w·x + cx, y_in = h·y + cy."""
     import torch
 
-    if not cfg.draws_gain:
-        return torch.ones(n)
-    return 1 - cfg.colour + torch.rand(n, generator=generator) * 2 * cfg.colour
+    n = theta.shape[0]
+    area = _uniform(n, cfg.crop, 1.0, generator)
+    aspect = torch.exp(_uniform(n, math.log(3 / 4), math.log(4 / 3), generator))
+    w = torch.sqrt(area * aspect).clamp(max=1.0)
+    h = torch.sqrt(area / aspect).clamp(max=1.0)
+    cx = (torch.rand(n, generator=generator) * 2 - 1) * (1 - w)
+    cy = (torch.rand(n, generator=generator) * 2 - 1) * (1 - h)
+    dx = (torch.rand(n, generator=generator) * 2 - 1) * 2 * cfg.shift
+    dy = (torch.rand(n, generator=generator) * 2 - 1) * 2 * cfg.shift
+    theta[:, 0, :2] *= w[:, None]
+    theta[:, 1, :2] *= h[:, None]
+    theta[:, 0, 2] = cx + dx
+    theta[:, 1, 2] = cy + dy
+
+
+def draw_jitter(n: int, cfg: AugmentConfig, generator: torch.Generator) -> torch.Tensor:
+    """Per-image colour factors (n, 3): brightness, contrast, saturation, each uniform in [1-c, 1+c] (ones for a
+    knob that is off). Drawn whatever the knobs, so turning one on leaves the others' draws unchanged."""
+    import torch
+
+    u = torch.rand(n, 3, generator=generator) * 2 - 1
+    if not cfg.enabled:
+        return torch.ones(n, 3)
+    return 1 + u * torch.tensor([cfg.colour, cfg.contrast, cfg.saturation])
 
 
 def to_float(batch_u8: torch.Tensor) -> torch.Tensor:
@@ -145,6 +188,13 @@ def apply_affine(batch_u8: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
 
 
-def apply_gain(x: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
-    """Multiply each image (B,3,S,S) float [0, 1] by its gain (B,) and clamp back into [0, 1]."""
-    return x.mul_(gain.view(-1, 1, 1, 1)).clamp_(0.0, 1.0)
+def apply_jitter(x: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
+    """Colour-jitter images (B,3,S,S) float [0, 1] with per-image factors (B, 3), torchvision's ``ColorJitter``
+    arithmetic without the hue: brightness scales, saturation blends with the grey image, contrast with its mean
+    grey; clamped into [0, 1]. All on the device: no host sync."""
+    b, c, s = (factors[:, k].view(-1, 1, 1, 1) for k in range(3))
+    x = (x * b).clamp_(0.0, 1.0)
+    grey = 0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3]
+    x = (grey + (x - grey) * s).clamp_(0.0, 1.0)
+    mean = grey.mean((2, 3), keepdim=True)
+    return (mean + (x - mean) * c).clamp_(0.0, 1.0)

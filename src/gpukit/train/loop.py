@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpukit.train import distributed, selection
-from gpukit.train.augment import AugmentConfig, draw_gains, draw_thetas
+from gpukit.train.augment import AugmentConfig, draw_jitter, draw_thetas
 from gpukit.train.ckpt_meta import load_weights
 from gpukit.train.config import EpochMetrics, TrainConfig, TrainResult, WallTimes
 from gpukit.train.data import load_folder
@@ -34,21 +34,22 @@ from gpukit.train.schedule import epochs_for, lr_table
 __all__ = ["epoch_plan", "train"]
 
 EventFn = Callable[[dict[str, Any]], None]
+PROGRESS_EVERY_S = 0.5  # a progress event at least this often (and every log_every steps), for the bar's images/s
 MIRROR_GAP = 0.02  # mirrored validation this much below upright (and ≥ 2 images): the data is not mirror-symmetric
 
 
 def epoch_plan(
     seed: int, epoch: int, n: int, steps: int, global_batch: int, aug: AugmentConfig
 ) -> tuple[Any, Any, Any]:
-    """Batch indices (steps, G), augmentation matrices (steps, G, 2, 3) and colour gains (steps, G) of one epoch,
-    on the CPU (gains None when the recipe draws none)."""
+    """Batch indices (steps, G), augmentation matrices (steps, G, 2, 3) and colour-jitter factors (steps, G, 3) of
+    one epoch, on the CPU (the jitter None when the recipe has none)."""
     import torch
 
     g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
     perm = torch.randperm(n, generator=g)[: steps * global_batch].view(steps, global_batch)
     theta = draw_thetas(steps * global_batch, aug, g).view(steps, global_batch, 2, 3)
-    gain = draw_gains(steps * global_batch, aug, g).view(steps, global_batch) if aug.draws_gain else None
-    return perm, theta, gain
+    jitter = draw_jitter(steps * global_batch, aug, g).view(steps, global_batch, 3) if aug.jitters else None
+    return perm, theta, jitter
 
 
 def train(cfg: TrainConfig, on_event: EventFn | None = None, started_at: float | None = None) -> TrainResult:
@@ -122,6 +123,8 @@ class _Run:
         self.result = self._result(str(point.source) if point else None)
         self.result.epochs = history
         old = self._install_signals()
+        self.emit({"kind": "start", "epochs": self.epochs, "steps": self.parts.steps, "epoch": start_epoch,
+                   "step": start_step, "global_batch": self.parts.global_batch})  # fmt: skip
         try:
             graph_pending = self._want_graph()
             for epoch in range(start_epoch, self.epochs):
@@ -171,6 +174,10 @@ class _Run:
         r = self.result
         r.epochs = history
         r.best_epoch = selection.best_epoch(history, self.cfg.min_delta)
+        r.chance_accuracy = selection.chance_accuracy(self.data.val.labels.tolist())
+        r.verdict, warning = selection.generalisation(history, r.chance_accuracy, len(self.data.val))
+        if warning is not None:
+            self.warnings.append(warning)
         if history and not r.interrupted:
             self.files.end_run(self.parts.net, self.parts.optimizer, history)  # before validation: it only reads
             self._mirror_check(history[-1])
@@ -186,7 +193,8 @@ class _Run:
 
     def _mirror_check(self, last: EpochMetrics) -> None:
         """Validate mirrored too: a flip-trained model clearly worse on mirrored images means the data is not
-        mirror-symmetric (a mirrored 3 is not a 3), and the flip was a mistake."""
+        mirror-symmetric (a mirrored 3 is not a 3), and the flip was a mistake. Said only of a model clearly above
+        chance upright: a model at chance says nothing about the data."""
         t0 = time.perf_counter()
         p = self.parts
         mirrored = evaluate(p.net, self.data.val, p.device, self.info, self.cfg.channels_last, mirrored=True)
@@ -195,7 +203,8 @@ class _Run:
             return
         self.result.val_accuracy_mirrored = mirrored.accuracy
         gap = last.val_accuracy - mirrored.accuracy
-        clear = gap > max(MIRROR_GAP, 2 / len(self.data.val))
+        learned = selection.clearly_above_chance(last.val_accuracy, self.result.chance_accuracy, len(self.data.val))
+        clear = learned and gap > max(MIRROR_GAP, 2 / len(self.data.val))
         aug = self.cfg.augment
         if clear and aug.enabled and aug.hflip:
             self.warnings.append(
@@ -225,11 +234,11 @@ class _Run:
 
     def _load_plan(self, epoch: int, start_step: int) -> None:
         cfg, p = self.cfg, self.parts
-        perm, theta, gain = epoch_plan(cfg.seed, epoch, len(self.data.train), p.steps, p.global_batch, cfg.augment)
+        perm, theta, jitter = epoch_plan(cfg.seed, epoch, len(self.data.train), p.steps, p.global_batch, cfg.augment)
         lo, hi = self.info.rank * p.batch, (self.info.rank + 1) * p.batch
         lrs = lr_table(epoch, p.steps, self.epochs, cfg.lr, cfg.schedule, cfg.warmup)
         p.stepper.load_epoch(perm[:, lo:hi], theta[:, lo:hi], start_step,
-                             None if gain is None else gain[:, lo:hi], lrs)  # fmt: skip
+                             None if jitter is None else jitter[:, lo:hi], lrs)  # fmt: skip
 
     def _capture(self) -> None:
         t0 = time.perf_counter()
@@ -249,11 +258,13 @@ class _Run:
         sampler = UtilSampler((p.device.index or 0) if p.device.type == "cuda" else None)
         sampler.start()
         p.stepper.data_wait_s = 0.0
-        t0 = time.perf_counter()
+        t0 = last_event = time.perf_counter()
         for step in range(start_step, p.steps):
             p.stepper.step()
-            if (step + 1) % self.cfg.log_every == 0:
-                rate = (step + 1 - start_step) * p.global_batch / max(1e-9, time.perf_counter() - t0)
+            now = time.perf_counter()  # host time: on a GPU the rate is of queued steps, which run a few behind
+            if (step + 1) % self.cfg.log_every == 0 or now - last_event >= PROGRESS_EVERY_S:
+                last_event = now
+                rate = (step + 1 - start_step) * p.global_batch / max(1e-9, now - t0)
                 self.emit({"kind": "step", "epoch": epoch + 1, "step": step + 1, "steps": p.steps,
                            "images_per_s": rate, "data_wait_s": p.stepper.data_wait_s,
                            "gpu_util_pct": sampler.mean()})  # fmt: skip

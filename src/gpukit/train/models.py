@@ -2,8 +2,11 @@
 
 The seed (Keras): Conv2D(32, 3×3, relu) → MaxPooling2D(2) → Flatten → Dense(128, relu) → Dense(1, sigmoid), on
 64×64×3 images, batch 32, Adam, binary cross-entropy. Keras' Conv2D pads "valid", so 64 → 62 → pooled 31.
-The networks here return logits; the sigmoid (or softmax) lives in the loss (`BCEWithLogitsLoss`, numerically
-safer) and in prediction.
+``small-cnn`` (the default) is the seed CNN made position-robust for small data sets trained from scratch: four
+conv 3×3 + batch-norm + ReLU + max-pool stages (24 → 48 → 96 → 192 channels), then *global* average and max
+pooling (the features no longer depend on where the object is, and the head has 385 weights instead of 3.9 M),
+dropout and one linear layer. The networks here return logits; the sigmoid (or softmax) lives in the loss
+(`BCEWithLogitsLoss`, numerically safer) and in prediction.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # torch is an optional extra: import it only where a model is built
     import torch.nn as nn
 
-__all__ = ["DEFAULT_MODEL", "MODEL_NAMES", "build_model", "seed_cnn", "seed_mlp"]
+__all__ = ["DEFAULT_MODEL", "MODEL_NAMES", "build_model", "seed_cnn", "seed_mlp", "small_cnn"]
+
+SMALL_CNN_WIDTHS = (24, 48, 96, 192)
 
 
 def _outputs(num_classes: int) -> int:
@@ -41,6 +46,28 @@ def seed_cnn(image_size: int = 64, num_classes: int = 2) -> nn.Module:
     )
 
 
+def small_cnn(num_classes: int = 2, widths: tuple[int, ...] = SMALL_CNN_WIDTHS, dropout: float = 0.2) -> nn.Module:
+    """The default network: conv-BN-ReLU-maxpool stages, global average + max pooling, dropout, one linear layer.
+    Any image size of at least 2**len(widths) works (the pooling is global)."""
+    import torch
+    import torch.nn as nn
+
+    class GlobalPool(nn.Module):
+        """(N,C,H,W) → (N,2C): the mean and the maximum of every channel over all positions."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cat([x.mean((2, 3)), x.amax((2, 3))], 1)
+
+    layers: list[nn.Module] = []
+    width = 3
+    for out in widths:
+        layers += [nn.Conv2d(width, out, 3, padding=1, bias=False), nn.BatchNorm2d(out), nn.ReLU(inplace=True),
+                   nn.MaxPool2d(2)]  # fmt: skip
+        width = out
+    layers += [GlobalPool(), nn.Flatten(), nn.Dropout(dropout), nn.Linear(2 * width, _outputs(num_classes))]
+    return nn.Sequential(*layers)
+
+
 def seed_mlp(in_features: int = 64, hidden: int = 64, num_classes: int = 2, layers: int = 2) -> nn.Module:
     """A small fully connected network — the second article's "small ANN" that trains faster on a CPU."""
     import torch.nn as nn
@@ -56,14 +83,20 @@ def seed_mlp(in_features: int = 64, hidden: int = 64, num_classes: int = 2, laye
 
 # Architectures `gpukit train --model` accepts. The ResNets are torchvision's, randomly initialised; pretrained
 # weights come only from a local file (`--weights`), never from the network.
-MODEL_NAMES = ("seed-cnn", "resnet18", "resnet34", "resnet50")
-DEFAULT_MODEL = "resnet18"
+MODEL_NAMES = ("small-cnn", "seed-cnn", "resnet18", "resnet34", "resnet50")
+DEFAULT_MODEL = "small-cnn"
 
 
 def build_model(name: str, image_size: int = 64, num_classes: int = 2) -> nn.Module:
     """Build a model by its CLI name; raises ``ValueError`` for an unknown one."""
     if name == "seed-cnn":
         return seed_cnn(image_size=image_size, num_classes=num_classes)
+    if name == "small-cnn":
+        if image_size < 2 ** len(SMALL_CNN_WIDTHS):
+            raise ValueError(
+                f"small-cnn needs an image size of at least {2 ** len(SMALL_CNN_WIDTHS)}, got {image_size}"
+            )
+        return small_cnn(num_classes=num_classes)
     if name in ("resnet18", "resnet34", "resnet50"):
         import torchvision.models as tvm
 

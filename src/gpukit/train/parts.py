@@ -96,9 +96,9 @@ def build_parts(cfg: TrainConfig, info: distributed.DistInfo, data: FolderData) 
     # its lr is a device tensor the step sets from the schedule (step.py)
     if cuda:
         lr: Any = torch.tensor(cfg.lr, dtype=torch.float32, device=device)
-        optimizer = Adam(net.parameters(), lr=lr, fused=True, capturable=True)
+        optimizer = Adam(net.parameters(), lr=lr, weight_decay=cfg.weight_decay, fused=True, capturable=True)
     else:
-        optimizer = Adam(net.parameters(), lr=cfg.lr)
+        optimizer = Adam(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     world, n = info.world_size, len(data.train)
     batch = cfg.batch_size
     if n < batch * world:
@@ -108,7 +108,8 @@ def build_parts(cfg: TrainConfig, info: distributed.DistInfo, data: FolderData) 
     steps = n // global_batch  # the last partial batch is dropped: every step has one shape
     images, labels, cache = _place(cfg, device, data.train.images, data.train.labels)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
-    stepper = Stepper(net, optimizer, images, labels, steps, batch, device, amp_dtype, cfg.channels_last, scaler)
+    stepper = Stepper(net, optimizer, images, labels, steps, batch, device, amp_dtype, cfg.channels_last, scaler,
+                      cfg.label_smoothing)  # fmt: skip
     model: torch.nn.Module = net
     if cfg.compile:
         model = torch.compile(net)  # type: ignore[assignment]

@@ -5,13 +5,20 @@ are common; loss moves with every image's confidence. An epoch replaces the best
 more than ``min_delta`` — a tie, or a gain inside the noise, keeps the earlier epoch. Without a validation split
 the training loss ranks instead. Early stopping (``patience`` > 0) stops after that many epochs in a row without
 such an improvement. Both are pure functions of the history, so a resumed run decides as the uninterrupted one.
+
+At the end, :func:`generalisation` tells whether anything was learned: a training accuracy that climbs while the
+validation accuracy stays at chance (or the validation loss only rises) is memorisation, and the run says so.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 from gpukit.train.config import EpochMetrics
 
-__all__ = ["SMALL_VAL", "best_epoch", "score", "should_stop", "small_val_warning"]
+__all__ = ["GENERALISED", "NOT_CHECKED", "NOT_GENERALISED", "SMALL_VAL", "best_epoch", "chance_accuracy",
+           "clearly_above_chance", "generalisation", "score", "should_stop", "small_val_warning"]  # fmt: skip
 
 SMALL_VAL = 200  # below this many validation images, epochs are hard to rank: warn
 
@@ -47,4 +54,57 @@ def small_val_warning(n_val: int) -> str | None:
     return (
         f"the validation split has only {n_val} images (one image = {100 / n_val:.1f} % accuracy): too few to "
         f"rank epochs reliably; give a val/ folder or a larger --val-fraction (≥ {SMALL_VAL} images)"
+    )
+
+
+GENERALISED, NOT_GENERALISED, NOT_CHECKED = "generalised", "did not generalise", "not checked: no validation split"
+TRAIN_CLIMB = 0.15  # "the training accuracy climbs": it ends this far above chance (or above its first epoch)
+
+
+def chance_accuracy(labels: Sequence[int]) -> float | None:
+    """What always answering the most common validation class scores (None without a validation split)."""
+    if len(labels) == 0:
+        return None
+    counts: dict[int, int] = {}
+    for label in labels:
+        counts[int(label)] = counts.get(int(label), 0) + 1
+    return max(counts.values()) / len(labels)
+
+
+def clearly_above_chance(accuracy: float | None, chance: float | None, n: int) -> bool:
+    """Accuracy more than three binomial standard deviations (and 5 points) above chance on ``n`` images: at
+    n = 80 and chance 0.5 that is above 0.668; a model at chance passes this with odds of about 1 in 700."""
+    if accuracy is None or chance is None or n == 0:
+        return False
+    sigma = math.sqrt(chance * (1 - chance) / n)
+    return accuracy > chance + max(3 * sigma, 0.05)
+
+
+def generalisation(history: list[EpochMetrics], chance: float | None, n_val: int) -> tuple[str, str | None]:
+    """The verdict on a run and, when nothing was learned, a warning that says what to try.
+
+    "Did not generalise": the training accuracy climbed (it ends ≥ 15 points above chance, or above its first
+    epoch) while the validation accuracy never got clearly above chance, or the validation loss only rose (the
+    first epoch is the best and the last is worse, over ≥ 3 epochs)."""
+    scored = [m for m in history if m.val_accuracy is not None and m.val_loss is not None]
+    if not scored or chance is None:
+        return NOT_CHECKED, None
+    first, last = scored[0], scored[-1]
+    climbed = last.train_accuracy >= chance + TRAIN_CLIMB or last.train_accuracy >= first.train_accuracy + TRAIN_CLIMB
+    top = max(m.val_accuracy for m in scored if m.val_accuracy is not None)
+    at_chance = not clearly_above_chance(top, chance, n_val)
+    first_loss, last_loss = float(first.val_loss or 0.0), float(last.val_loss or 0.0)
+    rising = len(scored) >= 3 and best_epoch(scored, 0.0) == first.epoch and last_loss > first_loss
+    if not climbed or not (at_chance or rising):
+        return GENERALISED, None
+    if at_chance:
+        what = f"the validation accuracy never rose clearly above chance (best {top:.3f}, chance {chance:.3f}, "
+        what += f"{n_val} images)"
+    else:
+        what = f"the validation loss only rose after epoch {first.epoch} ({first_loss:.4f} → {last_loss:.4f})"
+    return NOT_GENERALISED, (
+        f"did not generalise: {what} while the training accuracy reached {last.train_accuracy:.3f} — the model "
+        "memorised its training images. Try: more images per class; the default recipe (--augment default, "
+        "--model small-cnn) if you changed it; more steps (--min-steps 3000); check that each class folder holds "
+        "what its name says"
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpukit.train.augment import apply_affine, apply_gain
+from gpukit.train.augment import apply_affine, apply_jitter
 
 if TYPE_CHECKING:
     import torch
@@ -23,15 +23,18 @@ if TYPE_CHECKING:
 __all__ = ["Stepper", "loss_and_hits"]
 
 
-def loss_and_hits(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean loss (binary cross-entropy on one logit, else cross-entropy) and the number of right answers."""
+def loss_and_hits(logits: torch.Tensor, y: torch.Tensor, smoothing: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean loss (binary cross-entropy on one logit, else cross-entropy) and the number of right answers. With
+    ``smoothing`` ε the targets are smoothed (label smoothing): ε of each target's mass is spread evenly over the
+    classes, for one logit the target 1 becomes 1 - ε/2 and 0 becomes ε/2."""
     import torch.nn.functional as F
 
     logits = logits.float()
     if logits.shape[1] == 1:
         flat = logits.view(-1)
-        return F.binary_cross_entropy_with_logits(flat, y.float()), ((flat > 0).long() == y).sum()
-    return F.cross_entropy(logits, y), (logits.argmax(1) == y).sum()
+        target = y.float() * (1 - smoothing) + smoothing / 2 if smoothing else y.float()
+        return F.binary_cross_entropy_with_logits(flat, target), ((flat > 0).long() == y).sum()
+    return F.cross_entropy(logits, y, label_smoothing=smoothing), (logits.argmax(1) == y).sum()
 
 
 class Stepper:
@@ -49,19 +52,20 @@ class Stepper:
         amp_dtype: torch.dtype | None,
         channels_last: bool,
         scaler: Any = None,  # torch.amp.GradScaler for fp16
+        smoothing: float = 0.0,  # label smoothing of the training loss
     ) -> None:
         import torch
 
         self.model, self.optimizer, self.scaler = model, optimizer, scaler
         self.images, self.labels = images, labels
         self.device, self.amp_dtype, self.channels_last = device, amp_dtype, channels_last
-        self.steps, self.batch = steps, batch
+        self.steps, self.batch, self.smoothing = steps, batch, smoothing
         self.on_device = images.device.type == device.type
         plan_device = device if self.on_device else torch.device("cpu")
         self.perm = torch.zeros(steps, batch, dtype=torch.long, device=plan_device)
         self.theta = torch.zeros(steps, batch, 2, 3, device=device)
         self.counter = torch.zeros(1, dtype=torch.long, device=plan_device)
-        self.gain: torch.Tensor | None = None  # (steps, B) colour gains, when the recipe draws them
+        self.jitter: torch.Tensor | None = None  # (steps, B, 3) colour factors, when the recipe draws them
         # The learning-rate schedule: a (steps,) table per epoch. A capturable optimizer keeps its lr as a device
         # tensor that the step itself sets from the table (graph-safe); otherwise the host sets a float per step.
         self.lr_table: torch.Tensor | None = None
@@ -82,20 +86,21 @@ class Stepper:
         perm: torch.Tensor,
         theta: torch.Tensor,
         start_step: int = 0,
-        gain: torch.Tensor | None = None,
+        jitter: torch.Tensor | None = None,
         lr: torch.Tensor | None = None,
     ) -> None:
-        """Copy this rank's epoch plan into the static buffers (addresses a CUDA graph keeps). ``gain`` (steps, B)
-        and ``lr`` (steps,) are optional: without them no colour gain is applied and the lr is left as it is."""
+        """Copy this rank's epoch plan into the static buffers (addresses a CUDA graph keeps). ``jitter``
+        (steps, B, 3) and ``lr`` (steps,) are optional: without them no colour jitter is applied and the lr is left
+        as it is."""
         import torch
 
         self.perm.copy_(perm)
         self.theta.copy_(theta)
-        if gain is not None:
-            if self.gain is None:
-                self.gain = gain.to(self.theta.device).clone()
+        if jitter is not None:
+            if self.jitter is None:
+                self.jitter = jitter.to(self.theta.device).clone()
             else:
-                self.gain.copy_(gain)
+                self.jitter.copy_(jitter)
         if lr is not None:
             self._lr_host = lr.tolist()
             if self._lr_on_device:
@@ -148,15 +153,15 @@ class Stepper:
 
         x_u8, y, theta = self._batch()
         x = apply_affine(x_u8, theta)
-        if self.gain is not None:
-            x = apply_gain(x, self._row(self.gain))
+        if self.jitter is not None:
+            x = apply_jitter(x, self._row(self.jitter))
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         enabled = self.amp_dtype is not None
         # cache_enabled=False: autocast's weight-cast cache must not outlive a CUDA graph capture
         with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=enabled, cache_enabled=False):
             logits = self.model(x)
-        loss, hits = loss_and_hits(logits, y)
+        loss, hits = loss_and_hits(logits, y, self.smoothing)
         if self.scaler is not None:
             self._set_lr()
             self.scaler.scale(loss).backward()

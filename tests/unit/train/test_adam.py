@@ -32,6 +32,17 @@ def _train(make_opt, lrs: list[float]) -> tuple[torch.nn.Module, object]:
 
 
 @pytest.mark.parametrize("fused", [False, True])
+def test_weight_decay_is_torch_adamw(fused: bool) -> None:
+    """``weight_decay`` is decoupled: the same bits as torch.optim.AdamW, and not Adam's L2 penalty."""
+    lrs = [1e-2, 5e-3, 3e-2, 1e-3]
+    ours, _ = _train(lambda p: Adam(p, lr=1e-2, weight_decay=0.1, fused=fused), lrs)
+    ref, _ = _train(lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1, fused=fused), lrs)
+    l2, _ = _train(lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.1, fused=fused), lrs)
+    for a, b, c in zip(ours.parameters(), ref.parameters(), l2.parameters(), strict=True):
+        assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+@pytest.mark.parametrize("fused", [False, True])
 def test_same_bits_and_state_as_torch_adam(fused: bool) -> None:
     lrs = [1e-2, 5e-3, 3e-2, 1e-3, 2e-2, 1e-2]
     ours, o_opt = _train(lambda p: Adam(p, lr=1e-2, fused=fused), lrs)

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gpukit.errors import ConfigError  # noqa: E402
-from gpukit.train.augment import AugmentConfig, apply_gain, draw_gains, draw_thetas, recipe  # noqa: E402
+from gpukit.train.augment import AugmentConfig, apply_affine, apply_jitter, draw_jitter, draw_thetas, recipe  # noqa: E402
 from gpukit.train.config import EpochMetrics  # noqa: E402
 from gpukit.train.schedule import epochs_for, lr_at, lr_table  # noqa: E402
 from gpukit.train.selection import best_epoch, should_stop, small_val_warning  # noqa: E402
@@ -23,16 +23,36 @@ def _flipped(cfg: AugmentConfig, n: int = 4000) -> float:
 def test_the_flip_is_off_by_default_and_on_in_the_seed_recipe() -> None:
     assert AugmentConfig().hflip is False and recipe("default").hflip is False
     assert _flipped(recipe("default")) == 0.0
-    assert recipe("seed") == AugmentConfig(shear_deg=0.2, zoom=0.2, hflip=True)  # the article's recipe, as written
+    seed = AugmentConfig(shear_deg=0.2, zoom=0.2, hflip=True, colour=0, crop=1, shift=0, contrast=0, saturation=0)
+    assert recipe("seed") == seed  # the article's recipe, as written: no crop, shift or jitter
+    assert recipe("classic") == AugmentConfig(**{**seed.__dict__, "hflip": False})
     assert 0.47 < _flipped(recipe("seed")) < 0.53
     assert 0.47 < _flipped(recipe("default", hflip=True)) < 0.53
     assert _flipped(recipe("seed", hflip=False)) == 0.0
 
 
 def test_flip_on_or_off_leaves_the_other_draws_alone() -> None:
-    on = draw_thetas(64, recipe("seed"), torch.Generator().manual_seed(3))
-    off = draw_thetas(64, recipe("default"), torch.Generator().manual_seed(3))
-    torch.testing.assert_close(on.abs(), off.abs())
+    for name in ("seed", "default"):
+        on = draw_thetas(64, recipe(name, hflip=True), torch.Generator().manual_seed(3))
+        off = draw_thetas(64, recipe(name, hflip=False), torch.Generator().manual_seed(3))
+        torch.testing.assert_close(on.abs(), off.abs())
+
+
+def test_the_crop_and_shift_move_and_scale_the_window_inside_their_ranges() -> None:
+    theta = draw_thetas(4000, recipe("none", crop=0.5, shift=0.1), torch.Generator().manual_seed(2))
+    w, h = theta[:, 0, 0], theta[:, 1, 1]  # half-widths of the sampled window (no shear or rotation)
+    assert theta[:, 0, 1].abs().max() == 0 and theta[:, 1, 0].abs().max() == 0
+    area = w * h
+    assert area.min() >= 0.5 * 0.999 and area.max() <= 1.0 + 1e-6 and area.min() < 0.55
+    assert (w / h).min() >= 0.75 - 1e-4 and (w / h).max() <= 4 / 3 + 1e-4
+    # the window stays inside the image, give or take the shift (±10 % of the side: ±0.2 in [-1, 1] units)
+    assert bool(((theta[:, 0, 2].abs() + w) <= 1 + 0.2 + 1e-5).all()) and theta[:, 0, 2].abs().max() > 0.3
+    # a dot in the middle lands elsewhere: the object moves
+    x = torch.zeros(8, 3, 32, 32, dtype=torch.uint8)
+    x[:, :, 15:17, 15:17] = 255
+    out = apply_affine(x, theta[:8])
+    where = torch.stack([(out[i, 0] == out[i, 0].max()).nonzero().float().mean(0) for i in range(8)])
+    assert where.std(0).min() > 0.5
 
 
 def test_rotation_and_colour_knobs() -> None:
@@ -40,11 +60,17 @@ def test_rotation_and_colour_knobs() -> None:
     plain = draw_thetas(2000, recipe("none", rotation_deg=30.0), g)
     angles = torch.atan2(plain[:, 1, 0], plain[:, 0, 0])  # no shear/zoom: a pure rotation
     assert angles.abs().max() <= math.radians(30) + 1e-5 and angles.abs().max() > math.radians(25)
-    gains = draw_gains(2000, recipe("default", colour=0.3), g)
-    assert 0.7 <= gains.min() < 0.75 and 1.25 < gains.max() <= 1.3
-    assert torch.equal(draw_gains(5, recipe("default"), g), torch.ones(5))
-    x = apply_gain(torch.full((2, 3, 4, 4), 0.8), torch.tensor([0.5, 2.0]))
-    assert x[0].max() == pytest.approx(0.4) and x[1].min() == 1.0  # clamped into [0, 1]
+    factors = draw_jitter(2000, recipe("none", colour=0.3, saturation=0.2), g)
+    assert 0.7 <= factors[:, 0].min() < 0.75 and 1.25 < factors[:, 0].max() <= 1.3
+    assert torch.equal(factors[:, 1], torch.ones(2000)) and 0.8 <= factors[:, 2].min() < 0.85
+    assert torch.equal(draw_jitter(5, recipe("none"), g), torch.ones(5, 3)) and not recipe("none").jitters
+    x = apply_jitter(torch.full((2, 3, 4, 4), 0.8), torch.tensor([[0.5, 1.0, 1.0], [2.0, 1.0, 1.0]]))
+    assert x[0].max() == pytest.approx(0.4) and x[1].min() == 1.0  # brightness, clamped into [0, 1]
+    img = torch.rand(1, 3, 8, 8, generator=g)
+    grey = apply_jitter(img.clone(), torch.tensor([[1.0, 1.0, 0.0]]))  # saturation 0: every channel the grey
+    torch.testing.assert_close(grey[0, 0], grey[0, 2])
+    flat = apply_jitter(img.clone(), torch.tensor([[1.0, 0.0, 1.0]]))  # contrast 0: the mean grey everywhere
+    assert float(flat.std()) < 1e-6
 
 
 def test_recipe_errors() -> None:
@@ -52,7 +78,10 @@ def test_recipe_errors() -> None:
         recipe("keras")
     with pytest.raises(ConfigError, match="--zoom"):
         recipe("default", zoom=1.5)
+    with pytest.raises(ConfigError, match="--crop"):
+        recipe("default", crop=0.0)
     assert recipe("none").enabled is False and recipe("none", hflip=True).enabled is True
+    assert recipe("none", crop=1.0).enabled is False  # a knob at its "off" value turns nothing on
 
 
 def test_step_budget_and_schedule() -> None:
