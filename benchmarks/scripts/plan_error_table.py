@@ -80,7 +80,8 @@ def _score(rows: list[dict[str, Any]], cal: Calibration, prof: TimingProfile) ->
 
 
 def fit(rows: list[dict[str, Any]], cal: Calibration) -> TimingProfile:
-    """Coordinate search over SEARCH on the fit rows (held-out rows never reach here)."""
+    """Coordinate search over SEARCH on the fit rows: held-out rows are dropped here, before anything reads them."""
+    rows = [r for r in rows if not r["held_out"]]
     prof = TIMING
     for _ in range(3):
         for name, grid in SEARCH.items():
@@ -142,7 +143,7 @@ def main() -> int:
     args = ap.parse_args()
     cal = load_calibration(args.run / "calibration.json")
     rows = load_rows(args.run)
-    prof = TIMING if args.no_fit else fit([r for r in rows if not r["held_out"]], cal)
+    prof = TIMING if args.no_fit else fit(rows, cal)
     preds = [predict(r, cal, prof) for r in rows]
     s = summary(rows, preds)
     text = f"fitted TimingProfile: {dataclasses.asdict(prof)}\n\n{summary_md(s)}\n\n{table(rows, preds)}\n"

@@ -298,7 +298,9 @@ def _host_cnn(torch: Any, tm: _Timer, dev: str, quick: bool) -> dict[str, dict[s
 
 def run_calibration(device: str = "cuda", quick: bool = False, progress: Callable[[str], None] | None = None
                     ) -> Calibration:  # fmt: skip
-    """Measure every part on ``device``; ``quick`` shrinks the grid (tests, the CPU)."""
+    """Measure every part on ``device``; ``quick`` shrinks the grid (tests, the CPU). A part that fails (a library
+    missing, a kernel this GPU lacks) is left out, its error kept in ``meta["errors"]``: the time model then falls
+    back for that part alone. The bandwidth and the GEMMs are needed: their failure raises."""
     import torch
 
     from gpukit.hardware.specs import match_spec
@@ -308,24 +310,26 @@ def run_calibration(device: str = "cuda", quick: bool = False, progress: Callabl
     gemms, attn, convs = (GEMMS[:2], ATTENTION[:1], CONVS[-1:]) if quick else (GEMMS, ATTENTION, CONVS)
     name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
     spec = match_spec(name)
-    say("bandwidth")
+    errors: dict[str, str] = {}
+
+    def part(what: str, fn: Callable[[], Any], default: Any) -> Any:
+        say(what)
+        try:
+            return fn()
+        except Exception as exc:  # one part must not lose the others
+            errors[what] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            return default
+
     copy, read = _bandwidth(torch, tm, device, 8 if quick else 512)
-    say("gemm")
     gemm = _gemm(torch, tm, device, gemms)
-    say("attention")
-    fwd, bwd = _attention(torch, tm, device, attn)
-    say("conv")
-    conv = _conv(torch, tm, device, convs)
-    say("optimizer")
-    optim = _optimizers(torch, tm, device, 4096 if quick else 16 * 2**20)
-    host, decode = {}, {}
-    with contextlib.suppress(ImportError):
-        say("host floor (tiny transformers)")
-        host, decode = _host_train(torch, tm, device, quick), _host_decode(torch, tm, device, quick)
-    say("host floor (CNNs)")
-    cnn = _host_cnn(torch, tm, device, quick)
-    meta = {"date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "torch": torch.__version__,
-            "device": device, "quick": quick}  # fmt: skip
+    fwd, bwd = part("attention", lambda: _attention(torch, tm, device, attn), ({}, {}))
+    conv = part("conv", lambda: _conv(torch, tm, device, convs), {})
+    optim = part("optimizer", lambda: _optimizers(torch, tm, device, 4096 if quick else 16 * 2**20), {})
+    host = part("host floor, training", lambda: _host_train(torch, tm, device, quick), {})
+    decode = part("host floor, generate()", lambda: _host_decode(torch, tm, device, quick), {})
+    cnn = part("host floor, CNNs", lambda: _host_cnn(torch, tm, device, quick), {})
+    meta: dict[str, Any] = {"date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "torch": torch.__version__,
+                            "device": device, "quick": quick, "errors": errors}  # fmt: skip
     with contextlib.suppress(ImportError):
         import transformers
 

@@ -237,7 +237,10 @@ def _train(torch: Any, model: ModelSpec, s: PlanSettings, steps: int) -> Measure
                 events[k + 1].record()
             events[-1].synchronize()  # wait for this step's kernels before reading its time
         if step == 2:
-            profile = {REPORTED[k]: v for k, v in phase_split(prof, PHASES).items()}
+            try:
+                profile = {REPORTED[k]: v for k, v in phase_split(prof, PHASES).items()}
+            except Exception as exc:  # the profile explains a time; it must not cost the measurement itself
+                profile = {"error": {"message": f"{type(exc).__name__}: {exc}"[:200]}}  # type: ignore[dict-item]
         if step >= 3 or (steps <= 3 and step == 2):
             times.append(events[0].elapsed_time(events[-1]) / 1e3)
             for k, name in enumerate(PHASES):

@@ -93,12 +93,10 @@ def test_checkpointing_traffic_counts_full_activations() -> None:
     plain = estimate_time(m, s, estimate_memory(m, s), spec)
     ck_s = dataclasses.replace(s, checkpointing=True)
     ck = estimate_time(m, ck_s, estimate_memory(m, ck_s), spec)
-    assert plain.gpu_s is not None and ck.gpu_s is not None and plain.host_s is not None and ck.host_s is not None
+    assert plain.gpu_s is not None and ck.gpu_s is not None
     # × 4/3 FLOPs and a third more activation traffic (the optimizer is unchanged); counting only the kept layer
     # inputs made the checkpointed step's GPU time smaller than the plain one's (49.5 vs 58.6 ms) — the old bug
     assert ck.gpu_s > plain.gpu_s * 1.15
-    # host: checkpoint machinery plus autocast's recomputed casts, per layer — not a second full recompute charge
-    assert ck.host_s - plain.host_s == pytest.approx(24 * (0.36e-3 + 1.56e-3), rel=1e-6)
 
 
 def test_validation_history_roundtrip(tmp_path: Path) -> None:
