@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import statistics
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from plan_error_grid import model_for
+import plan_error_grid
 
 from gpukit.hardware.specs import get_spec
 from gpukit.plan.calibration import Calibration, load_calibration
@@ -33,6 +34,9 @@ SEARCH = {
     "cnn_elementwise_passes": [float(x) for x in range(2, 61, 2)],
     "overlap_penalty": [x / 20 for x in range(0, 21)],
 }
+
+
+model_for = functools.lru_cache(maxsize=None)(plan_error_grid.model_for)  # --image-size recounts on meta: once
 
 
 def load_rows(run: Path) -> list[dict[str, Any]]:

@@ -34,6 +34,9 @@ TINY = {
     "gpt2": {"model_type": "gpt2", "vocab_size": 256, "n_embd": 64, "n_head": 4, "n_positions": 64},
     "llama": {"model_type": "llama", "vocab_size": 256, "hidden_size": 64, "num_attention_heads": 4,
               "num_key_value_heads": 2, "intermediate_size": 128, "max_position_embeddings": 64},
+    "qwen2": {"model_type": "qwen2", "vocab_size": 256, "hidden_size": 64, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "intermediate_size": 128, "max_position_embeddings": 64,
+              "tie_word_embeddings": True},
 }  # fmt: skip
 MODES = ("fp32", "amp", "bf16")
 CKPTS = ("none", "non-reentrant", "reentrant")

@@ -206,8 +206,10 @@ def param_tensors(model: ModelSpec) -> int:
     return model.num_layers * per_layer + heads + (2 if model.layernorm else 1) + (1 if model.learned_positions else 0)
 
 
-def _group(model: TransformerSpec) -> str:
-    return "gpt2" if model.family == "gpt2" else "llama"
+def _group(model: TransformerSpec, table: dict[str, Any], suffix: str = "") -> str:
+    """The calibrated tiny model standing for ``model``'s family (its own if measured, else the Llama one)."""
+    own = {"gpt2": "gpt2", "qwen2": "qwen2"}.get(model.family, "llama")
+    return own if f"{own}{suffix}" in table else "llama"
 
 
 def _transformer_train(m: TransformerSpec, s: PlanSettings, mem: MemoryBreakdown, cal: Calibration, t: TimingProfile
@@ -233,7 +235,8 @@ def _transformer_train(m: TransformerSpec, s: PlanSettings, mem: MemoryBreakdown
         bwd_gemm += m.num_layers * layer
         attn_b += attn_f
         bwd_mem += recompute * t.elementwise_passes / bw
-    key = f"{_group(m)}|{s.mode}|{s.checkpoint_variant if s.checkpointing else 'none'}"
+    suffix = f"|{s.mode}|{s.checkpoint_variant if s.checkpointing else 'none'}"
+    key = _group(m, cal.host, suffix) + suffix
     host_f = _host_line(cal, key, "forward", m.num_layers, 0.0)
     host_b = _host_line(cal, key, "backward", m.num_layers, 0.0)
     return [
@@ -323,7 +326,7 @@ def _decode_phases(m: TransformerSpec, s: PlanSettings, mem: MemoryBreakdown, ca
     attn = m.num_layers * f / (interp_rate(_rates(cal, cal.attention_fwd, dtype), f) * 1e12)
     acts, _, _ = activation_bytes(m, replace(s, task="train", recipe="bf16", seq=s.prompt, checkpointing=False))
     memory = acts * t.elementwise_passes / 3 / (cal.bandwidth_gbps * 1e9)
-    line = cal.host_decode.get(_group(m), {})
+    line = cal.host_decode.get(_group(m, cal.host_decode), {})
     host_p = line["prefill"][0] + line["prefill"][1] * m.num_layers if "prefill" in line else 0.0
     host_t = line["token"][0] + line["token"][1] * m.num_layers if "token" in line else 0.0
     prefill = _phase("prefill", m.num_layers * layer + head, attn, memory, host_p, t)

@@ -123,3 +123,23 @@ def test_datasheet_fallback_is_flat_and_labelled() -> None:
     assert cal.gemm["bf16"] == [(1.0, pytest.approx(312 * 0.87))] and not cal.measured
     assert cal.bandwidth_gbps == pytest.approx(a100.bandwidth_gbps * 0.87)
     assert "datasheet" in cal.source and "--calibrate" in cal.source
+
+
+def test_cli_names_the_calibration_it_used(run_cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    args = ("plan", "llama-2-7b", "--recipe", "bf16", "--batch", "1", "--seq", "1024", "--json")
+    r = run_cli(*args, "--gpu", "h200-sxm", "--calibration", str(FIXTURE))
+    assert r.exit_code == 0, r.stderr
+    t = json.loads(r.stdout)["time"]
+    assert str(FIXTURE) in t["ceilings_source"] and t["calibrated"] is True
+    assert [p["name"] for p in t["phases"]] == ["forward", "backward", "optimizer"]
+    assert all(p["bound"] in ("gemm", "attention", "memory", "host") for p in t["phases"])
+    other = json.loads(run_cli(*args, "--gpu", "a100-80gb", "--calibration", str(FIXTURE)).stdout)["time"]
+    assert not other["calibrated"] and "datasheet" in other["ceilings_source"]  # the file is for the H200 only
+
+
+def test_cli_checkpointing_variant_is_checked(run_cli: Any) -> None:
+    r = run_cli("plan", "gpt2", "--checkpointing", "--checkpointing-variant", "sometimes")
+    assert r.exit_code == 2 and "--checkpointing-variant must be one of" in r.stderr
+    ok = run_cli("plan", "gpt2", "--checkpointing", "--checkpointing-variant", "reentrant", "--json")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["settings"]["checkpoint_variant"] == "reentrant"
