@@ -117,6 +117,30 @@ def table(rows: list[dict[str, Any]], preds: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def phase_table(rows: list[dict[str, Any]], preds: list[dict[str, Any]]) -> str:
+    """Every phase: predicted total / GPU / host against the CUDA events' time and the profiler's device and host."""
+    cols = "configuration | phase | bound | pred | meas | err | pred GPU | meas device busy | pred host | meas host"
+    lines = [f"| {cols} |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r, p in zip(rows, preds, strict=True):
+        for ph in p["phases"]:
+            lines.append(
+                f"| {r['config']} | {ph['name'].replace('_', ' ')} | {ph['bound']} | {_ms(ph['total_s'])} | "
+                f"{_ms(ph['measured_s'])} | {_pct(ph['err'])} | {_ms(ph['gpu_s'])} | {_ms(ph['measured_device_s'])} | "
+                f"{_ms(ph['host_s'])} | {_ms(ph['measured_host_s'])} |"
+            )
+    return "\n".join(lines)
+
+
+def generate_table(rows: list[dict[str, Any]], preds: list[dict[str, Any]]) -> str:
+    lines = ["| configuration | set | warm pred | warm meas | err | first call (cold, measured) |",
+             "|---|---|---:|---:|---:|---:|"]  # fmt: skip
+    for r, p in zip(rows, preds, strict=True):
+        if p["kind"] == "infer":
+            lines.append(f"| {r['config']} | {'held out' if r['held_out'] else 'fit'} | {_ms(p['pred_t'])} | "
+                         f"{_ms(p['meas_t'])} | {_pct(p['time_err'])} | {_ms(p.get('cold_s'))} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def summary(rows: list[dict[str, Any]], preds: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
     out: dict[str, dict[str, dict[str, float]]] = {}
     for held, name in ((True, "held_out"), (False, "fit")):
@@ -150,7 +174,13 @@ def main() -> int:
     prof = TIMING if args.no_fit else fit(rows, cal)
     preds = [predict(r, cal, prof) for r in rows]
     s = summary(rows, preds)
-    text = f"fitted TimingProfile: {dataclasses.asdict(prof)}\n\n{summary_md(s)}\n\n{table(rows, preds)}\n"
+    meta = json.loads((args.run / "meta.json").read_text()) if (args.run / "meta.json").is_file() else {}
+    head = "".join(f"- {k}: `{v}`\n" for k, v in meta.items())
+    fitted = ", ".join(f"`{k}` = {v:.3g}" for k, v in dataclasses.asdict(prof).items())
+    text = (f"{head}\n- fitted on the fit set (none of the held-out rows): {fitted}\n\n{summary_md(s)}\n\n"
+            f"{table(rows, preds)}\n\n"
+            f"### generate(): warm vs first call\n\n{generate_table(rows, preds)}\n\n"
+            f"### per phase\n\n{phase_table(rows, preds)}\n")  # fmt: skip
     print(text)
     if args.md:
         args.md.write_text(text)
