@@ -23,8 +23,9 @@ from gpukit.plan.calibration import Calibration
 __all__ = ["GRID", "run_calibration"]
 
 # (M, N, K) of the GEMMs: decoder projections of 124 M … 7 B models at 128 … 32 k tokens, and an output head.
-GEMMS = [(128, 768, 768), (512, 768, 3072), (2048, 1024, 1024), (4096, 2048, 2048), (8192, 4096, 4096),
-         (16384, 11008, 4096), (8192, 32000, 2048), (32768, 4096, 4096)]  # fmt: skip
+GEMMS = [(128, 768, 768), (512, 768, 3072), (2048, 1024, 1024), (2048, 4864, 896), (4096, 2048, 2048),
+         (8192, 4096, 4096), (16384, 11008, 4096), (8192, 32000, 2048), (4096, 151936, 896),
+         (32768, 4096, 4096)]  # fmt: skip
 # (batch, heads, seq, head dim) of causal SDPA
 ATTENTION = [(1, 12, 128, 64), (4, 16, 512, 64), (8, 16, 1024, 64), (4, 32, 2048, 64), (2, 32, 4096, 128)]
 # (batch, in channels, size, out channels, kernel, stride) of convolutions, ResNet-50's and the seed CNN's

@@ -114,7 +114,9 @@ class PhaseTime:
 
 def _phase(name: str, gemm: float, attn: float, memory: float, host: float, t: TimingProfile) -> PhaseTime:
     gpu = gemm + attn + memory
-    total = max(gpu, host) + t.overlap_penalty * min(gpu, host)
+    # generate() synchronises once per token (its stop check), so its steps overlap less than a training phase
+    penalty = t.decode_overlap_penalty if name in ("prefill", "decode_token") else t.overlap_penalty
+    total = max(gpu, host) + penalty * min(gpu, host)
     parts = {"gemm": gemm, "attention": attn, "memory": memory}
     bound = "host" if host >= gpu else max(parts, key=lambda k: parts[k])
     return PhaseTime(name, gemm, attn, memory, host, gpu, total, bound)
@@ -220,8 +222,10 @@ def _transformer_train(m: TransformerSpec, s: PlanSettings, mem: MemoryBreakdown
     layer = _gemm_s(layer_gemms(m, tokens, s.tp), gemm)
     head = _gemm_s([2.0 * tokens * m.hidden_size * m.vocab_size / s.tp], gemm)
     fwd_gemm, bwd_gemm = m.num_layers * layer + head, 2 * (m.num_layers * layer + head)
-    if s.attn == "eager":
-        att = 2 * _attention_fwd_flops(m, s.batch, s.seq, s.tp)  # the full square, as two batched GEMMs
+    # Eager attention, and fp32 SDPA with grouped-query attention (no fused fp32 GQA kernel: the math fallback),
+    # compute the full square as two batched GEMMs; otherwise the causal flash kernel at its measured rates.
+    if s.attn == "eager" or (s.recipe == "fp32" and m.num_kv_heads < m.num_heads):
+        att = 2 * _attention_fwd_flops(m, s.batch, s.seq, s.tp)
         attn_f, attn_b = m.num_layers * _gemm_s([att / 2] * 2, gemm), 2 * m.num_layers * _gemm_s([att / 2] * 2, gemm)
     else:
         f = _attention_fwd_flops(m, s.batch, s.seq, s.tp)

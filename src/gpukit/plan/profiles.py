@@ -82,6 +82,7 @@ class TimingProfile:
     recompute_traffic_fraction: float = 1 / 3  # recomputation moves the forward's share of the activation traffic
     cnn_elementwise_passes: float = 20.0  # CNN activations (conv, batch-norm, ReLU, pooling) moved this often
     overlap_penalty: float = 0.3  # phase = max(gpu, host) + this × min(gpu, host): where the other one is the bound
+    decode_overlap_penalty: float = 0.5  # the same for prefill and a decode step of generate()
 
 
 TIMING = TimingProfile()
