@@ -170,14 +170,17 @@ def _launch(torch: Any, tm: _Timer, dev: str) -> float:
     return host
 
 
-def _optimizers(torch: Any, tm: _Timer, dev: str, big: int) -> dict[str, dict[str, dict[str, float]]]:
+def _optimizers(torch: Any, tm: _Timer, dev: str, big: int, few: int = 32, many: int = 256
+                ) -> dict[str, dict[str, dict[str, float]]]:  # fmt: skip
+    """AdamW per implementation and dtype: host line from ``few`` and ``many`` small tensors, device seconds per
+    parameter from 16 tensors of ``big`` elements."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for impl in ("foreach", "fused", "for-loop"):
         out[impl] = {}
         for name in ("fp32", "bf16"):
             row: dict[str, float] = {}
             times: dict[str, float] = {}
-            for count, numel in ((32, 4096), (256, 4096), (16, big)):
+            for count, numel in ((few, 4096), (many, 4096), (16, big)):
                 ps = [torch.nn.Parameter(torch.randn(numel, device=dev, dtype=_dt(torch, name))) for _ in range(count)]
                 for p in ps:
                     p.grad = torch.randn_like(p)
@@ -187,8 +190,8 @@ def _optimizers(torch: Any, tm: _Timer, dev: str, big: int) -> dict[str, dict[st
                 else:
                     times[str(count)] = tm.host(opt.step)
                 del opt, ps
-            row["s_per_tensor"] = max(0.0, (times["256"] - times["32"]) / 224)
-            row["fixed_s"] = max(0.0, times["32"] - 32 * row["s_per_tensor"])
+            row["s_per_tensor"] = max(0.0, (times[str(many)] - times[str(few)]) / (many - few))
+            row["fixed_s"] = max(0.0, times[str(few)] - few * row["s_per_tensor"])
             row["s_per_param"] = times["big"] / (16 * big)
             out[impl][name] = row
     return out
@@ -228,15 +231,15 @@ def _host_train(torch: Any, tm: _Timer, dev: str, quick: bool) -> dict[str, dict
     return out
 
 
-def _train_phases(torch: Any, tm: _Timer, dev: str, family: str, layers: int, mode: str, ckpt: str
-                  ) -> dict[str, float]:  # fmt: skip
+def _train_phases(torch: Any, tm: _Timer, dev: str, family: str, layers: int, mode: str, ckpt: str,
+                  steps: int = 6) -> dict[str, float]:  # fmt: skip
     dtype = torch.bfloat16 if mode == "bf16" else torch.float32
     model = _tiny(torch, family, layers, dtype, dev, ckpt, use_cache=False)
     model.train()
     ids = torch.randint(0, 256, (1, 16), device=dev)
     amp = torch.autocast(dev, dtype=torch.bfloat16) if mode == "amp" else contextlib.nullcontext()
     samples: dict[str, list[float]] = {"forward": [], "backward": []}
-    for step in range(6):
+    for step in range(steps):
         tm.sync()
         t0 = time.perf_counter()
         with amp:
@@ -247,7 +250,7 @@ def _train_phases(torch: Any, tm: _Timer, dev: str, family: str, layers: int, mo
         tm.sync()  # the backward's last kernel, before reading the clock
         t2 = time.perf_counter()
         model.zero_grad(set_to_none=True)
-        if step >= 2:
+        if step >= min(2, steps - 1):  # the first steps warm up (allocator, kernel choice)
             samples["forward"].append(t1 - t0)
             samples["backward"].append(t2 - t1)
     return {k: statistics.median(v) for k, v in samples.items()}
@@ -311,7 +314,9 @@ def run_calibration(device: str = "cuda", quick: bool = False, progress: Callabl
 
     tm = _Timer(torch, device)
     say = progress or (lambda _msg: None)
-    gemms, attn, convs = (GEMMS[:2], ATTENTION[:1], CONVS[-1:]) if quick else (GEMMS, ATTENTION, CONVS)
+    # quick: the CPU and the tests — the same code on shapes small enough for a shared 2-core runner
+    quick_grid = ([(64, 64, 64), (128, 128, 128)], [(1, 2, 32, 16)], [(2, 3, 16, 8, 3, 1)])
+    gemms, attn, convs = quick_grid if quick else (GEMMS, ATTENTION, CONVS)
     name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
     spec = match_spec(name)
     errors: dict[str, str] = {}
@@ -328,7 +333,8 @@ def run_calibration(device: str = "cuda", quick: bool = False, progress: Callabl
     gemm = _gemm(torch, tm, device, gemms)
     fwd, bwd = part("attention", lambda: _attention(torch, tm, device, attn), ({}, {}))
     conv = part("conv", lambda: _conv(torch, tm, device, convs), {})
-    optim = part("optimizer", lambda: _optimizers(torch, tm, device, 4096 if quick else 16 * 2**20), {})
+    sizes = (1024, 4, 12) if quick else (16 * 2**20, 32, 256)
+    optim = part("optimizer", lambda: _optimizers(torch, tm, device, *sizes), {})
     host = part("host floor, training", lambda: _host_train(torch, tm, device, quick), {})
     decode = part("host floor, generate()", lambda: _host_decode(torch, tm, device, quick), {})
     cnn = part("host floor, CNNs", lambda: _host_cnn(torch, tm, device, quick), {})
