@@ -334,9 +334,15 @@ def _decode_phases(m: TransformerSpec, s: PlanSettings, mem: MemoryBreakdown, ca
     host_p = line["prefill"][0] + line["prefill"][1] * m.num_layers if "prefill" in line else 0.0
     host_t = line["token"][0] + line["token"][1] * m.num_layers if "token" in line else 0.0
     prefill = _phase("prefill", m.num_layers * layer + head, attn, memory, host_p, t)
-    kv_avg = mem.kv_cache_bytes * (s.prompt + s.new_tokens / 2) / max(1, s.prompt + s.new_tokens)
-    read = (mem.weights_bytes + kv_avg) / (cal.decode_gbps * 1e9)
+    # transformers' DynamicCache appends by torch.cat: each step reads and rewrites the whole cache, then attention
+    # reads it — three passes over the KV cache at its mean length, beside one over the weights
+    read = (mem.weights_bytes + 3 * _kv_avg(mem, s)) / (cal.decode_gbps * 1e9)
     return prefill, _phase("decode_token", 0.0, 0.0, read, host_t, t)
+
+
+def _kv_avg(mem: MemoryBreakdown, s: PlanSettings) -> float:
+    """The KV cache's bytes at its mean length over the decode steps."""
+    return mem.kv_cache_bytes * (s.prompt + s.new_tokens / 2) / max(1, s.prompt + s.new_tokens)
 
 
 def _decode_time(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, cal: Calibration, spec: GpuSpec,
@@ -359,7 +365,8 @@ def _decode_time(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, cal: C
         per_token_s=token.total_s,
         gpu_s=token.gpu_s,
         host_s=token.host_s,
-        bandwidth_bound_tokens_per_s=s.batch / token.gpu_s if token.gpu_s else None,
+        # what an optimised server approaches: weights and KV cache read once per step, no host cost
+        bandwidth_bound_tokens_per_s=s.batch * cal.decode_gbps * 1e9 / (mem.weights_bytes + _kv_avg(mem, s)),
         phases=[prefill.to_dict(), token.to_dict()],
         calibrated=cal.measured,
     )

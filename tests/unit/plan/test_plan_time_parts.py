@@ -129,7 +129,8 @@ def test_decode_reads_weights_and_kv_once_per_token() -> None:
     t = estimate_time(m, s, mem, H200, calibration=CAL)
     prefill, token = t.phases
     kv = mem.kv_cache_bytes * (512 + 32) / (512 + 64)
-    assert token["memory_s"] == pytest.approx((mem.weights_bytes + kv) / 3000e9)
+    assert token["memory_s"] == pytest.approx((mem.weights_bytes + 3 * kv) / 3000e9)  # DynamicCache's cat
+    assert t.bandwidth_bound_tokens_per_s == pytest.approx(4 * 3000e9 / (mem.weights_bytes + kv))
     fixed, per = CAL.host_decode["llama"]["token"]
     assert token["host_s"] == pytest.approx(fixed + 32 * per)
     # eager generate() is host-bound per token on a 7 B model (32 layers × 0.7 ms against 4.5 ms of reading)
