@@ -121,7 +121,23 @@ def _meta(torch: Any, argv: list[str]) -> dict[str, Any]:
             meta[lib] = __import__(lib).__version__
         except ImportError:
             meta[lib] = "absent"
+    meta["hf_default_checkpointing"] = _hf_default_checkpointing()
     return meta
+
+
+def _hf_default_checkpointing() -> str:
+    """What a bare ``gradient_checkpointing_enable()`` passes to torch.utils.checkpoint in this transformers."""
+    try:
+        import transformers
+
+        cfg = transformers.AutoConfig.for_model("llama", vocab_size=64, hidden_size=16, num_hidden_layers=1,
+                                                num_attention_heads=2, intermediate_size=32)  # fmt: skip
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+        model.gradient_checkpointing_enable()
+        fn = model.model.layers[0]._gradient_checkpointing_func
+        return f"use_reentrant={getattr(fn, 'keywords', {}).get('use_reentrant', 'torch default')}"
+    except Exception as exc:  # a record, not a requirement
+        return f"unknown ({type(exc).__name__})"
 
 
 def measure_row(i: int, out: Path) -> dict[str, Any]:
