@@ -182,10 +182,14 @@ def main() -> int:
         from gpukit.plan.calibrate import run_calibration
         from gpukit.plan.calibration import save_calibration
 
-        cal = run_calibration("cuda", progress=lambda m: print(f"[{time.perf_counter() - t0:6.1f}s] calibrate: {m}",
-                                                               flush=True))  # fmt: skip
-        save_calibration(cal, args.out / "calibration.json")
-        print(f"[{time.perf_counter() - t0:6.1f}s] calibration written", flush=True)
+        def say(msg: str) -> None:
+            print(f"[{time.perf_counter() - t0:6.1f}s] calibrate: {msg}", flush=True)
+
+        try:
+            save_calibration(run_calibration("cuda", progress=say), args.out / "calibration.json")
+            say("written")
+        except Exception:  # the configurations are still worth measuring
+            say("FAILED\n" + traceback.format_exc())
     for i in range(len(CONFIGS)):
         if time.perf_counter() - t0 > args.budget_s:
             print(f"budget of {args.budget_s:.0f} s spent: {len(CONFIGS) - i} configurations not started", flush=True)
