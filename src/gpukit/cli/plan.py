@@ -97,6 +97,15 @@ def _time_lines(d: dict[str, Any]) -> list[str]:
     ]
 
 
+def _phase_lines(d: dict[str, Any]) -> list[str]:
+    """One line: each phase's predicted time and the bound it hits (the time model's parts, compute.py)."""
+    phases = d.get("time", {}).get("phases") or []
+    if not phases:
+        return []
+    parts = [f"{p['name'].replace('_', ' ')} {render.fmt_seconds(p['total_s'])} ({p['bound']}-bound)" for p in phases]
+    return ["  per phase: " + ", ".join(parts)]
+
+
 def _cost_table(d: dict[str, Any]) -> Any:
     rows = []
     for c in d["cost"]:
@@ -150,7 +159,7 @@ def _print_plan(d: dict[str, Any]) -> None:
     for note in d["memory_notes"]:
         render.console.print(f"  note: {note}")
     render.console.print(_fits_table(d))
-    for line in _time_lines(d):
+    for line in _time_lines(d) + _phase_lines(d):
         render.console.print(line)
     render.console.print(_cost_table(d))
     for note in _price_notes(d):

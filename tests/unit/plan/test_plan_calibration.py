@@ -143,3 +143,12 @@ def test_cli_checkpointing_variant_is_checked(run_cli: Any) -> None:
     assert r.exit_code == 2 and "--checkpointing-variant must be one of" in r.stderr
     ok = run_cli("plan", "gpt2", "--checkpointing", "--checkpointing-variant", "reentrant", "--json")
     assert ok.exit_code == 0 and json.loads(ok.stdout)["settings"]["checkpoint_variant"] == "reentrant"
+
+
+def test_cli_prints_each_phase_with_its_bound(run_cli: Any) -> None:
+    r = run_cli("plan", "seed-cnn", "--recipe", "fp32", "--batch", "32", "--gpu", "h200-sxm", "--calibration",
+                str(FIXTURE))  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    text = " ".join(r.stdout.split())  # the console wraps long lines
+    line = text[text.index("per phase:") :]
+    assert "forward" in line and "optimizer" in line and "(host-bound)" in line
