@@ -241,17 +241,58 @@ def find_calibration(spec: GpuSpec, explicit: Path | None = None) -> Calibration
     return _shipped(spec.key) or datasheet_calibration(spec)
 
 
+# The host floor of the time model before `plan --calibrate` (profiles.TimingProfile of 2026-11-30), fitted on an
+# H200 host — 16 Xeon cores, torch 2.11, transformers 5.17 — to the steps and generate() calls of
+# benchmarks/plan_calibration_h200_2026-11-30.md: per decoder layer 1.36 ms forward + backward (+0.65 ms under
+# autocast; +0.36 ms with non-reentrant checkpointing, +1.56 ms more under autocast), per CNN weight layer 0.20 ms
+# (+1.0 ms per step under autocast), per decode step 0.72 ms per Llama layer / 0.42 ms per GPT-2 layer + 0.5 ms,
+# 6 ms per generate() call. That fit added host and GPU time (overlap penalty 1). The forward / backward split
+# (a third / two thirds) and the reentrant variant (as the non-reentrant one) are assumptions: it measured neither.
+_TRAIN_MS = {"fp32": 1.36, "amp": 1.36 + 0.65, "bf16": 1.36}
+_RECOMPUTE_MS = {"fp32": 0.36, "amp": 0.36 + 1.56, "bf16": 0.36}
+
+
+def fitted_host_2026_11_30() -> tuple[dict[str, dict[str, HostLine]], dict[str, dict[str, HostLine]],
+                                      dict[str, dict[str, float]]]:  # fmt: skip
+    """(host, host_decode, host_cnn) tables of the 2026-11-30 fit, in a calibration's shapes."""
+    host: dict[str, dict[str, HostLine]] = {}
+    for family in ("gpt2", "llama", "qwen2"):
+        for mode, ms in _TRAIN_MS.items():
+            for ckpt in ("none", "non-reentrant", "reentrant"):
+                extra = 0.0 if ckpt == "none" else _RECOMPUTE_MS[mode]
+                host[f"{family}|{mode}|{ckpt}"] = {
+                    "forward": (0.0, ms / 3e3),
+                    "backward": (0.0, (2 * ms / 3 + extra) / 1e3),
+                }
+    decode = {family: {"prefill": (6.5e-3, per), "token": (0.5e-3, per)}
+              for family, per in (("gpt2", 0.42e-3), ("llama", 0.72e-3), ("qwen2", 0.72e-3))}  # fmt: skip
+    cnn: dict[str, dict[str, float]] = {}
+    for name, layers in (("seed-cnn", 3), ("resnet50", 54)):
+        for mode in _TRAIN_MS:
+            amp = 1.0e-3 if mode == "amp" else 0.0
+            cnn[f"{name}|{mode}"] = {
+                "forward": (layers * 0.2e-3 + amp) / 3,
+                "backward": 2 * (layers * 0.2e-3 + amp) / 3,
+            }
+    return host, decode, cnn
+
+
 def datasheet_calibration(spec: GpuSpec) -> Calibration:
-    """Flat rates from the datasheet × a practical fraction; host figures from the shipped H200 file (the host is a
-    CPU's work, not the GPU's) or, without it, none (host floor 0, said in the source)."""
+    """Flat rates from the datasheet × a practical fraction; host figures from the shipped H200 calibration (the
+    host is a CPU's work, not the GPU's) or, without one, the 2026-11-30 fit's (above), said in the source."""
     frac = PRACTICAL_GEMM_FRACTION.get(spec.key, DEFAULT_GEMM_FRACTION)
     gemm = {d: [(1.0, (spec.peak_tflops(d) or 0.0) * frac)] for d in ("bf16", "fp16", "fp32", "tf32")}
     gemm = {d: v for d, v in gemm.items() if v[0][1] > 0}
     attn = {d: [(1.0, r[0][1] * ATTENTION_FRACTION)] for d, r in gemm.items()}
     conv = {d: list(v) for d, v in gemm.items()}
-    base = _shipped("h200-sxm") if spec.key != "h200-sxm" else None
+    base = _shipped("h200-sxm")
     assumed = "" if spec.key in PRACTICAL_GEMM_FRACTION else ", fraction assumed"
-    host_src = "host floor from the H200 calibration" if base else "no host floor (no calibration shipped)"
+    if base:
+        host_src = "host floor from the H200 calibration"
+        host, decode, cnn = base.host, base.host_decode, base.host_cnn
+    else:
+        host_src = "host floor fitted on an H200 host (2026-11-30)"
+        host, decode, cnn = fitted_host_2026_11_30()
     bw = spec.bandwidth_gbps * PRACTICAL_BW_FRACTION
     return Calibration(
         gpu_name=spec.name,
@@ -265,8 +306,8 @@ def datasheet_calibration(spec: GpuSpec) -> Calibration:
         attention_bwd=attn,
         conv=conv,
         optimizer=base.optimizer if base else {},
-        host=base.host if base else {},
-        host_decode=base.host_decode if base else {},
-        host_cnn=base.host_cnn if base else {},
+        host=host,
+        host_decode=decode,
+        host_cnn=cnn,
         measured=False,
     )
