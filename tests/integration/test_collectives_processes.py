@@ -12,6 +12,7 @@ import pytest
 from gpukit.bench.collectives.api import CollectiveRequest, run_collectives
 from gpukit.bench.collectives.launch import launch
 from gpukit.bench.collectives.ops import OPS
+from gpukit.bench.collectives.results import rows_of
 
 ALL_OPS = tuple(OPS)
 KiB = 1024
@@ -37,10 +38,10 @@ def _req(ranks: int, sizes: tuple[int, ...], **kw: object) -> CollectiveRequest:
 @pytest.mark.parametrize(("ranks", "sizes"), [(2, (KiB, 64 * KiB)), (4, (4 * KiB,))])
 def test_every_op_and_dtype_is_right(ranks: int, sizes: tuple[int, ...]) -> None:
     run = run_collectives(_req(ranks, sizes))
-    assert run.failure is None
-    assert len(run.rows) == len(ALL_OPS) * 2 * len(sizes)
-    assert {(r.op, r.dtype) for r in run.rows} == {(op, d) for op in ALL_OPS for d in ("fp32", "bf16")}
-    for r in run.rows:
+    assert run.settings["failure"] is None
+    assert len(rows_of(run)) == len(ALL_OPS) * 2 * len(sizes)
+    assert {(r.op, r.dtype) for r in rows_of(run)} == {(op, d) for op in ALL_OPS for d in ("fp32", "bf16")}
+    for r in rows_of(run):
         assert r.status == "ok" and r.check is True and r.ranks == ranks and r.backend == "gloo"
         assert r.graph == "per-call"  # no CUDA graph on the CPU
         assert r.time_s is not None and 0 < r.time_s["min"] <= r.time_s["median"] <= r.time_s["max"]
@@ -83,9 +84,11 @@ def test_a_hung_rank_times_out_and_nothing_is_left(monkeypatch: pytest.MonkeyPat
     t0 = time.perf_counter()
     run = run_collectives(CollectiveRequest(("allreduce",), "cpu", 2, (KiB, 2 * KiB), ("fp32",), timeout_s=3.0))
     took = time.perf_counter() - t0
-    assert run.failure is not None and run.failure.startswith("rank 1 hung: no progress for 3 s (--timeout)")
-    assert "joined the group" in run.failure  # the stage rank 1 was last seen in
-    assert [r.status for r in run.rows] == ["failed", "failed"] and "rank 1 hung" in (run.rows[0].reason or "")
+    assert run.settings["failure"] is not None and run.settings["failure"].startswith(
+        "rank 1 hung: no progress for 3 s (--timeout)"
+    )
+    assert "joined the group" in run.settings["failure"]  # the stage rank 1 was last seen in
+    assert [r.status for r in rows_of(run)] == ["failed", "failed"] and "rank 1 hung" in (rows_of(run)[0].reason or "")
     assert took < 60  # start-up + 3 s + clean-up, not forever
     assert len(seen[0].pids) == 2 and _gone(seen[0].pids)
 
@@ -102,8 +105,8 @@ def test_scaling_on_one_and_two_cpu_ranks() -> None:
     from gpukit.bench.collectives.scaling import ScalingRequest, run_scaling
 
     run = run_scaling(ScalingRequest("seed-cnn", "cpu", 2, batch_arg=4, image_size_arg=16, steps_arg=2, timeout_s=120))
-    assert run.failure is None and [r.ranks for r in run.rows] == [1, 2]
-    one, two = run.rows
+    assert run.settings["failure"] is None and [r.ranks for r in rows_of(run)] == [1, 2]
+    one, two = rows_of(run)
     assert one.ok and two.ok and one.check and two.check and two.backend == "gloo"
     assert one.images_per_s == pytest.approx(4 / one.step_s["median"])
     assert two.images_per_s == pytest.approx(2 * 4 / two.step_s["median"])

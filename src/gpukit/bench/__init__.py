@@ -85,6 +85,9 @@ def run(
     budget_s: float | None = None,
     call_timeout_s: float | None = CALL_TIMEOUT_S,
     progress: Callable[[Progress], None] | None = None,
+    noise_target: float | None = None,
+    max_time_s: float | None = None,
+    cache: str = "auto",
 ) -> Run:
     """Measure ``workloads`` (registry names or :class:`Workload` objects; None = every registered default workload)
     on ``backends`` (None = all available on ``device``: "cpu", "cuda" or "all") at ``sizes`` (size labels, parsed by
@@ -94,10 +97,13 @@ def run(
     energy can be read (≥ 1 s); ``budget_s`` is the time budget of one result,
     default 30 s, 10 s with quick (an implementation estimated or
     measured to exceed it is skipped / cut short, with the reason). ``progress`` is called before each
-    result.
+    result. ``noise_target`` (default 0.005; 0 takes exactly ``repeat`` samples) and ``max_time_s`` (default 3 s,
+    0.3 s with quick) are noise-based stopping: each row samples until MAD / median ≤ the target or its time is up;
+    ``cache`` is "auto", "hot" or "cold" (docs/bench-json.md).
     Returns the :class:`Run` with ceilings measured in the same run and every row, including skipped and failed
     ones. KeyboardInterrupt stops early and returns the rows measured so far with ``interrupted=True``.
     """
+    from gpukit.bench.harness import NOISE_TARGET
     from gpukit.bench.request import BenchRequest
     from gpukit.bench.runner import execute
     from gpukit.bench.workloads.base import Workload
@@ -116,5 +122,8 @@ def run(
         seed=seed,
         budget_s=budget_s,
         call_timeout_s=call_timeout_s,
+        max_time_s=max_time_s,
+        cache=cache,
+        noise_target=NOISE_TARGET if noise_target is None else noise_target,
     )
     return execute(request, progress)

@@ -1,15 +1,23 @@
 """Comparing results: two runs of the history (`gpukit history compare A B`) and a run against a baseline
 (`gpukit bench --baseline RUN_ID|FILE|NAME`, node acceptance).
 
-Rows match on (workload, backend, device, size). Throughput is what is compared (higher is better). A difference
-smaller than the run-to-run spread of either side — (max − min) / median of its samples — is called noise.
+Rows match on (workload, backend, device, size). Each pair is classified SAME / FASTER / SLOWER / UNSURE from the
+two sides' timed samples by :func:`gpukit.bench.verdict.classify` — the one comparison of gpukit, also used by the
+``gpukit_bench`` pytest fixture. Two runs taken in different hardware states (GPU model or serial, driver, clocks,
+power limit, persistence or ECC mode, software versions: :func:`gpukit.bench.verdict.state_differences`) are
+refused (:class:`StateDiffers`) unless ``force`` is given; then every pair is marked ``state_differs``.
 
 Baseline file (JSON, ``data/baselines/<name>.json`` ships with gpukit)::
 
     {"format": "gpukit-baseline", "version": 1, "created_at": "...", "machine": {...}, "versions": {...},
      "gpu": "NVIDIA H200", "command": "gpukit bench ...", "tolerance_pct": 10,
      "results": [{"workload": "vector-add", "backend": "torch-cuda", "device": "cuda", "size": "1GiB:float32",
-                  "unit": "gbps", "value": 4333.0, "kernel_median_s": 7.4e-4, "spread": 0.01}, ...]}
+                  "unit": "gbps", "value": 4333.0, "kernel_median_s": 7.4e-4, "spread": 0.01,
+                  "stats": {"n": 20, "median_s": 7.4e-4, "q1_s": ..., "q3_s": ..., "ci_low_s": ..., "ci_high_s": ...}},
+                 ...]}
+
+A baseline row without ``stats`` (written before they were recorded) is judged by the old rule: short when more than
+the tolerance (or its own spread) below the baseline.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpukit.bench.results import Result, Run
+from gpukit.bench.verdict import Spread, Verdict, classify, model_state_differences, state_differences
 from gpukit.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -30,10 +39,13 @@ if TYPE_CHECKING:
 __all__ = [
     "BaselineCheck",
     "Comparison",
+    "StateDiffers",
     "baseline_from_run",
     "check_baseline",
+    "classify_results",
     "compare_runs",
     "load_baseline",
+    "refuse_or_mark",
     "shipped_baselines",
 ]
 
@@ -54,6 +66,56 @@ def _spread(r: Result) -> float | None:
     return (max(r.samples_s) - min(r.samples_s)) / r.kernel_median_s
 
 
+class StateDiffers(ConfigError):
+    """Two runs (or a run and its baseline) were taken in different hardware states: their rows are not compared."""
+
+
+def _state(run: Run | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(run, Run):
+        return {"machine": run.machine, "versions": run.versions}
+    return {"machine": run.get("machine") or {}, "versions": run.get("versions") or {}}
+
+
+def refuse_or_mark(
+    a: Run | dict[str, Any],
+    b: Run | dict[str, Any],
+    force: bool,
+    what: str = "the two runs",
+    scope: str = "machine",
+) -> list[str]:
+    """The hardware-state differences between ``a`` and ``b``; raises :class:`StateDiffers` when there are any
+    and ``force`` is not given. ``scope="model"`` (a baseline file: a reference for a GPU model, measured on
+    another machine) refuses only the differences of :func:`model_state_differences` and returns the rest to be
+    marked."""
+    sa, sb = _state(a), _state(b)
+    diffs = state_differences(sa, sb)
+    refused = model_state_differences(sa, sb) if scope == "model" else diffs
+    if refused and not force:
+        shown = "; ".join(refused[:6]) + (f"; and {len(refused) - 6} more" if len(refused) > 6 else "")
+        raise StateDiffers(
+            f"{what} were taken in different hardware states: {shown}",
+            hint="compare runs of the same GPU, driver, clocks and versions, or pass --force to compare them anyway "
+            "(every row is then marked)",
+        )
+    return diffs
+
+
+def classify_results(a: Result, b: Result) -> Verdict:
+    """B against A from their timed samples (rows without samples: UNSURE)."""
+    if not a.samples_s or not b.samples_s:
+        return Verdict("UNSURE", math.nan, math.nan, "a side has no timed samples")
+    return settled_same(classify(Spread.from_samples(a.samples_s), Spread.from_samples(b.samples_s)), a, b)
+
+
+def settled_same(v: Verdict, *rows: Result) -> Verdict:
+    """SAME only between rows that settled: a difference within the noise band of a row that never got down to its
+    noise target says the noise was large, not that the two are the same (a 3× difference on a machine whose samples
+    spread over 100 % is within the band)."""
+    if v.verdict == "SAME" and any(r.settled is False for r in rows):
+        return Verdict("UNSURE", v.change, v.band, f"{v.why}, but a row never settled (its noise was too large)")
+    return v
+
+
 @dataclass(frozen=True)
 class Comparison:
     workload: str
@@ -64,19 +126,23 @@ class Comparison:
     a: float | None
     b: float | None
     ratio: float | None  # b / a throughput: > 1 means B is faster
-    spread: float | None  # the larger relative spread of the two
-    verdict: str  # faster | slower | noise | only in A | only in B | not ok
+    spread: float | None  # the larger noise band (interquartile range / median) of the two
+    verdict: str  # SAME | FASTER | SLOWER | UNSURE | only in A | only in B | skipped in B ... | not comparable ...
+    why: str | None = None  # the verdict in words (change, band, intervals)
+    state_differs: bool = False  # the runs' hardware states differ (compared with --force)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def compare_runs(a: Run, b: Run) -> list[Comparison]:
+def compare_runs(a: Run, b: Run, force: bool = False) -> list[Comparison]:
     """Row-by-row comparison of run ``b`` against run ``a``, matched on workload, backend, device and size.
 
-    A workload/backend both runs measured, but at sizes the other did not (a ``--quick`` run against a full one),
-    is one row ``not comparable: different sizes`` naming them; a row that is not ok on one side says which side
-    and how (``skipped in B``), not a bare "not ok"."""
+    Raises :class:`StateDiffers` when the runs' hardware states differ, unless ``force``. A workload/backend both
+    runs measured, but at sizes the other did not (a ``--quick`` run against a full one), is one row ``not
+    comparable: different sizes`` naming them; a row that is not ok on one side says which side and how
+    (``skipped in B``), not a bare "not ok"."""
+    differs = bool(refuse_or_mark(a, b, force))
     rows_a = {_key(r): r for r in a.results}
     rows_b = {_key(r): r for r in b.results}
     out = []
@@ -85,21 +151,19 @@ def compare_runs(a: Run, b: Run) -> list[Comparison]:
         ta = ra.throughput if ra.ok else None
         tb = rb.throughput if rb.ok else None
         ratio = tb / ta if ta and tb else None
-        spreads = [s for s in (_spread(ra), _spread(rb)) if s is not None]
-        spread = max(spreads) if spreads else None
+        band: float | None = None
+        why: str | None = None
         if not ra.ok and not rb.ok:
             verdict = f"{ra.status} in both" if ra.status == rb.status else f"{ra.status} in A, {rb.status} in B"
         elif not ra.ok:
             verdict = f"{ra.status} in A"
         elif not rb.ok:
             verdict = f"{rb.status} in B"
-        elif ratio is None:
-            verdict = "no throughput"
-        elif spread is not None and abs(ratio - 1.0) <= spread:
-            verdict = "noise"
         else:
-            verdict = "faster" if ratio > 1.0 else "slower"
-        out.append(Comparison(*key, ra.throughput_unit or rb.throughput_unit, ta, tb, ratio, spread, verdict))
+            v = classify_results(ra, rb)
+            verdict, why, band = v.verdict, v.why, (v.band if math.isfinite(v.band) else None)
+        unit = ra.throughput_unit or rb.throughput_unit
+        out.append(Comparison(*key, unit, ta, tb, ratio, band, verdict, why, differs))
     out += _unmatched(rows_a, rows_b)
     return out
 
@@ -146,6 +210,7 @@ def baseline_from_run(run: Run, command: str | None = None, tolerance_pct: float
                     "value": r.throughput,
                     "kernel_median_s": r.kernel_median_s,
                     "spread": _spread(r),
+                    "stats": Spread.from_samples(r.samples_s).to_dict() if r.samples_s else None,
                 }
             )
     return {
@@ -224,41 +289,60 @@ class BaselineCheck:
     measured: float | None
     ratio: float | None  # measured / expected
     ok: bool
-    verdict: str  # ok | short | failed | skipped | not run
+    verdict: str  # SAME | FASTER | SLOWER | UNSURE | short | ok (a baseline row without samples) | failed | ...
+    why: str | None = None
+    state_differs: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def check_baseline(run: Run, baseline: dict[str, Any], tolerance_pct: float) -> list[BaselineCheck]:
-    """Every baseline row that this run measured (or tried to): short when measured < expected × (1 − allowed),
-    where allowed is the larger of ``tolerance_pct`` and the baseline row's own run-to-run spread (a difference
-    within the noise the baseline itself showed is not a finding).
+def check_baseline(
+    run: Run, baseline: dict[str, Any], tolerance_pct: float, force: bool = False, scope: str = "machine"
+) -> list[BaselineCheck]:
+    """Every baseline row that this run measured (or tried to), classified by :func:`gpukit.bench.verdict.classify`
+    against the baseline row's recorded samples: not ok when SLOWER by more than ``tolerance_pct`` (0: any SLOWER).
+    Raises :class:`StateDiffers` when the run's hardware state differs from the baseline's, unless ``force``
+    (``scope``: see :func:`refuse_or_mark`).
 
-    A baseline row this run did not attempt is "not run" (not a failure: run fewer workloads, check fewer rows);
-    one whose backend is not available here is "skipped" (not a shortfall: nothing was compared — the CLI says
-    "nothing to compare" when that is every row); one that ran and failed is "failed" (the node computes wrong, or
-    runs out of memory).
+    A baseline row without recorded samples is judged the old way: short when measured < expected × (1 − allowed),
+    allowed the larger of ``tolerance_pct`` and that row's own spread. A baseline row this run did not attempt is
+    "not run" (not a failure: run fewer workloads, check fewer rows); one whose backend is not available here is
+    "skipped" (the CLI says "nothing to compare" when that is every row); one that ran and failed is "failed".
     """
+    differs = bool(refuse_or_mark(baseline, run, force, "this run and its baseline", scope))
     rows = {_key(r): r for r in run.results}
-    tol = tolerance_pct / 100.0
     checks = []
     for b in baseline["results"]:
         key = _key(b)
         expected = float(b["value"])
         r = rows.get(key)
-        if r is None:
-            checks.append(BaselineCheck(*key, b.get("unit"), expected, None, None, True, "not run"))
-            continue
-        if r.status == "skipped":
-            checks.append(BaselineCheck(*key, b.get("unit"), expected, None, None, True, "skipped"))
+        head = (*key, b.get("unit"), expected)
+        if r is None or r.status == "skipped":
+            checks.append(BaselineCheck(*head, None, None, True, "not run" if r is None else "skipped"))
             continue
         measured = r.throughput if r.ok else None
         if measured is None:
-            checks.append(BaselineCheck(*key, b.get("unit"), expected, None, None, False, "failed"))
+            checks.append(BaselineCheck(*head, None, None, False, "failed", r.reason, differs))
             continue
         ratio = measured / expected if expected > 0 else math.inf
-        allowed = max(tol, float(b.get("spread") or 0.0))
-        ok = ratio >= 1.0 - min(allowed, 0.5)  # never wave through a node at half its baseline
-        checks.append(BaselineCheck(*key, b.get("unit"), expected, measured, ratio, ok, "ok" if ok else "short"))
+        verdict, ok, why = _judge(b, r, ratio, tolerance_pct / 100.0)
+        checks.append(BaselineCheck(*head, measured, ratio, ok, verdict, why, differs))
     return checks
+
+
+def _judge(b: dict[str, Any], r: Result, ratio: float, tol: float) -> tuple[str, bool, str | None]:
+    """(verdict, ok, why) of one measured row against its baseline row."""
+    stats = b.get("stats")
+    if isinstance(stats, dict) and r.samples_s:
+        try:
+            v = settled_same(classify(Spread.from_dict(stats), Spread.from_samples(r.samples_s)), r)
+        except (KeyError, TypeError, ValueError):
+            v = None
+        if v is not None:
+            ok = v.verdict != "SLOWER" or v.change <= tol
+            why = v.why if ok or not tol else f"{v.why}; more than the {tol:.0%} allowed"
+            return v.verdict, ok, why
+    allowed = max(tol, float(b.get("spread") or 0.0))
+    ok = ratio >= 1.0 - min(allowed, 0.5)  # never wave through a node at half its baseline
+    return ("ok" if ok else "short"), ok, "the baseline row has no samples: judged by tolerance and spread"

@@ -93,6 +93,10 @@ def compare(
     call_timeout_s: float | None = CALL_TIMEOUT_S,
     seed: int | None = None,
     ceilings: bool = False,
+    noise_target: float | None = None,
+    max_time_s: float | None = None,
+    cache: str = "auto",
+    called_once: bool = False,
 ) -> list[Result]:
     """Measure each function on its backend; every row checked against ``reference``.
 
@@ -102,6 +106,9 @@ def compare(
     ``flops`` is given. ``tolerance``: the largest relative L2 error (default :func:`default_tolerance`).
     ``out_dtype``: the output buffer's dtype (default: the inputs' float type for a float reference, else the
     reference's).
+    ``noise_target``/``max_time_s``/``cache``: as :func:`gpukit.bench.run`; ``called_once``: your code calls the
+    function once between other work, not in a loop (``cache="auto"`` then measures it cold when its working set fits
+    in the last-level cache).
     ``ceilings``: also measure the machine's ceilings, for % of ceiling (slower). Returns the rows, failed and
     skipped ones included (with their reason)."""
     if not implementations:
@@ -155,9 +162,10 @@ def compare(
         amount=lambda s, ref: float(flops if flops is not None else moved),
         implementations=impls,
         tolerance=lambda s: tol,
+        called_once=called_once,
     )
     from gpukit.bench import run
 
     result = run(workload, repeat=repeat, budget_s=budget_s, call_timeout_s=call_timeout_s, seed=seed,
-                 ceilings=ceilings)  # fmt: skip
+                 ceilings=ceilings, noise_target=noise_target, max_time_s=max_time_s, cache=cache)  # fmt: skip
     return result.results

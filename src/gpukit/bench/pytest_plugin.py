@@ -10,11 +10,14 @@ fail the test against a stored baseline.
         assert row.gbps > 1000
 
 A row that fails its check fails the test (with gpukit's reason); a backend that is not available here skips it.
-Baselines: ``pytest --gpukit-bench-save`` writes each measured row's throughput to the baseline file (default
-``.gpukit-bench.json`` in the rootdir, ``--gpukit-bench-baseline PATH``); later runs fail a test whose row is
-slower than its baseline by more than ``--gpukit-bench-tolerance`` per cent (default 10) plus the row's own
-spread (at most 50 % in all). Registered through the ``pytest11`` entry point ``gpukit`` (installed with
-gpukit), or with ``-p gpukit.bench.pytest_plugin``.
+Baselines: ``pytest --gpukit-bench-save`` writes each measured row's samples (their median, quartiles and the
+median's interval) and the hardware state to the baseline file (default ``.gpukit-bench.json`` in the rootdir,
+``--gpukit-bench-baseline PATH``). Later runs classify each row against it with the same comparison as `gpukit
+history compare` (SAME / FASTER / SLOWER / UNSURE, :mod:`gpukit.bench.verdict`) and fail a test whose row comes out
+SLOWER (by more than ``--gpukit-bench-tolerance`` per cent, default 0). A baseline taken in another hardware state
+(GPU, driver, clocks, versions) fails the test with the differences, unless ``--gpukit-bench-force`` (then rows
+are only compared). Registered through the ``pytest11`` entry point ``gpukit`` (installed with gpukit), or with
+``-p gpukit.bench.pytest_plugin``.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpukit", "gpukit_bench: measured, checked benchmarks inside tests")
     group.addoption("--gpukit-bench-save", action="store_true", help="record measured rows as the baseline")
     group.addoption("--gpukit-bench-baseline", default=None, help=f"baseline file (default: rootdir/{BASELINE_FILE})")
-    group.addoption("--gpukit-bench-tolerance", type=float, default=10.0, help="allowed shortfall in %% (10)")
+    group.addoption("--gpukit-bench-tolerance", type=float, default=0.0, help="SLOWER allowed up to this %% (0)")
+    group.addoption("--gpukit-bench-force", action="store_true", help="compare with a baseline of another state")
 
 
 class _Store:
@@ -49,19 +53,33 @@ class _Store:
         given = config.getoption("--gpukit-bench-baseline", default=None)
         self.path = Path(given) if given else Path(str(config.rootpath)) / BASELINE_FILE
         self.save = bool(config.getoption("--gpukit-bench-save", default=False))
-        self.tolerance_pct = float(config.getoption("--gpukit-bench-tolerance", default=10.0))
+        self.tolerance_pct = float(config.getoption("--gpukit-bench-tolerance", default=0.0))
+        self.force = bool(config.getoption("--gpukit-bench-force", default=False))
         self.rows: dict[str, dict[str, Any]] = {}
+        self.state: dict[str, Any] | None = None  # the baseline file's hardware state
+        self._here: dict[str, Any] | None = None
         self.measured: list[tuple[str, Result]] = []
+        self.verdicts: dict[str, str] = {}  # row key → SAME / FASTER / SLOWER / UNSURE against the baseline
         if self.path.is_file():
             try:
                 doc = json.loads(self.path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 raise pytest.UsageError(f"gpukit_bench: cannot read the baseline {self.path}: {exc}") from exc
             self.rows = dict(doc.get("rows", {})) if isinstance(doc, dict) else {}
+            self.state = doc.get("state") if isinstance(doc, dict) else None
+
+    def here(self) -> dict[str, Any]:
+        """This process's hardware state (read once, when the first row is judged or saved)."""
+        if self._here is None:
+            from gpukit.bench.runner import hardware_state
+
+            self._here = hardware_state()
+        return self._here
 
     def write(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps({"format": "gpukit-bench-pytest", "rows": self.rows}, indent=1, sort_keys=True))
+        doc = {"format": "gpukit-bench-pytest", "state": self.here(), "rows": self.rows}
+        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, default=str))
         os.replace(tmp, self.path)
 
 
@@ -69,12 +87,6 @@ def _unit(r: Result) -> str:
     from gpukit.bench.results import THROUGHPUT_UNITS
 
     return THROUGHPUT_UNITS.get(r.throughput_unit or "", (1.0, ""))[1]
-
-
-def _spread(r: Result) -> float:
-    if r.kernel_median_s and r.kernel_min_s is not None and r.kernel_max_s is not None:
-        return (r.kernel_max_s - r.kernel_min_s) / r.kernel_median_s
-    return 0.0
 
 
 class GpukitBench:
@@ -115,21 +127,34 @@ class GpukitBench:
             pytest.skip(f"gpukit_bench: {r.backend} not run here: {r.reason}")
         key = f"{self.nodeid}::{r.backend}"
         self._store.measured.append((key, r))
-        value = r.throughput
         if self._store.save:
-            self._store.rows[key] = {"unit": r.throughput_unit, "value": value, "spread": _spread(r)}
+            from gpukit.bench.verdict import Spread
+
+            stats = Spread.from_samples(r.samples_s).to_dict() if r.samples_s else None
+            self._store.rows[key] = {"unit": r.throughput_unit, "value": r.throughput, "stats": stats}
             return
         base = self._store.rows.get(key)
-        if not base or not value or not base.get("value") or base.get("unit") != r.throughput_unit:
+        if not base or base.get("unit") != r.throughput_unit or not isinstance(base.get("stats"), dict):
             return
-        spread = max(_spread(r), float(base.get("spread") or 0.0))
-        allowed = min(self._store.tolerance_pct / 100 + spread, 0.5)  # never wave through half the baseline
-        ratio = value / float(base["value"])
-        if ratio < 1 - allowed:
+        self._compare(r, base)
+
+    def _compare(self, r: Result, base: dict[str, Any]) -> None:
+        """The row against its baseline, with the comparison every gpukit command uses (bench/verdict.py)."""
+        from gpukit.bench.baselines import StateDiffers, refuse_or_mark, settled_same
+        from gpukit.bench.verdict import Spread, classify
+
+        if self._store.state is not None:
+            try:
+                refuse_or_mark(self._store.state, self._store.here(), self._store.force, "this run and its baseline")
+            except StateDiffers as exc:
+                pytest.fail(f"gpukit_bench: {exc.message} (--gpukit-bench-force compares anyway)", pytrace=False)
+        v = settled_same(classify(Spread.from_dict(base["stats"]), Spread.from_samples(r.samples_s)), r)
+        self._store.verdicts[f"{self.nodeid}::{r.backend}"] = v.verdict
+        if v.verdict == "SLOWER" and v.change > self._store.tolerance_pct / 100:
             unit = _unit(r)
             pytest.fail(
-                f"gpukit_bench: {r.backend} {value:,.4g} {unit} is {1 - ratio:.0%} below its baseline "
-                f"{float(base['value']):,.4g} {unit} (allowed {allowed:.0%}: tolerance plus spread)",
+                f"gpukit_bench: {r.backend} is SLOWER than its baseline: {v.why} "
+                f"({r.throughput or 0:,.4g} {unit} against {float(base.get('value') or 0):,.4g} {unit})",
                 pytrace=False,
             )
 
@@ -157,6 +182,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(
             f"{key}: {r.kernel_median_s or 0:.3g} s median ({r.kernel_min_s or 0:.3g}–{r.kernel_max_s or 0:.3g}), "
             f"{r.throughput or 0:,.4g} {unit}, checked (error {r.error:.2g})"
+            + (f", {store.verdicts[key]} against the baseline" if key in store.verdicts else "")
         )
     if store.save:
         terminalreporter.write_line(f"baseline written to {store.path}")

@@ -1,4 +1,4 @@
-"""The report's multi-GPU plots, from the MultiRun document a multi-GPU bench stores in its run's settings:
+"""The report's multi-GPU plots, from the typed multi-GPU rows a run's results carry (``Result.multi``):
 busbw against message size (one line per op × dtype × graph mode, the highest busbw measured in the run drawn as
 the measured ceiling, the datasheet link speed beside it, labelled), the P2P matrix as a heat map, and DDP scaling
 (images/s against ranks, with the ideal line)."""
@@ -15,13 +15,6 @@ if TYPE_CHECKING:
 __all__ = ["multi_gpu_plots"]
 
 # Their section is the report's "throughput" (report.SECTIONS): a multi-GPU run's results are throughputs.
-
-
-def _doc(run: Run) -> dict[str, Any] | None:
-    from gpukit.bench.collectives.history import MULTI_KEY
-
-    doc = run.settings.get(MULTI_KEY)
-    return doc if isinstance(doc, dict) else None
 
 
 def _datasheet_link_gbps(run: Run) -> tuple[float, str] | None:
@@ -119,14 +112,15 @@ def scaling_plot(rows: list[dict[str, Any]]) -> bytes:
 
 def multi_gpu_plots(run: Run) -> list[Plot]:
     """The plots for a multi-GPU run; none for any other run."""
+    from gpukit.bench.collectives.results import rows_of
     from gpukit.bench.report import Plot
 
-    doc = _doc(run)
-    if doc is None:
+    typed = rows_of(run)
+    if not typed:
         return []
-    rows = list(doc.get("rows") or [])
-    kind = doc.get("kind")
-    if kind == "collectives":
+    rows = [r.to_dict() for r in typed]
+    kind = typed[0].KIND
+    if kind == "collective":
         return [Plot("busbw", "throughput", "busbw against message size", busbw_plot(rows, run))]
     if kind == "p2p":
         return [Plot("p2p-heatmap", "throughput", "peer-to-peer copy bandwidth", p2p_heatmap(rows))]

@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from gpukit.bench.harness import CALL_TIMEOUT_S, Settings
+from gpukit.bench.conditions import CACHE_MODES
+from gpukit.bench.harness import CALL_TIMEOUT_S, NOISE_TARGET, Settings
 from gpukit.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -24,6 +25,12 @@ BUDGET_S = 30.0  # per result: a plain bench
 QUICK_BUDGET_S = 10.0
 SWEEP_BUDGET_S = 5.0  # per result in a sweep
 SWEEP_TOTAL_S = 240.0  # the whole sweep; sizes not started by then are skipped with the reason
+# Noise-based stopping: seconds of sampling a row may take to settle (then it stops, unsettled), and seconds of timed
+# calls before it may stop (nvbench: 0.5 s; a --quick row is a first look and takes none).
+MAX_TIME_S = 3.0
+QUICK_MAX_TIME_S = 0.3
+SWEEP_MAX_TIME_S = 0.5
+MIN_TIME_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,10 @@ class BenchRequest:
     call_timeout_s: float | None = CALL_TIMEOUT_S
     sweep: bool = False
     sweep_total_s: float | None = SWEEP_TOTAL_S
+    noise_target: float = NOISE_TARGET
+    max_time_s: float | None = None
+    cache: str = "auto"
+    throttle_check: bool = True
     extra: tuple[tuple[str, Any], ...] = field(default=(), compare=False)  # recorded as-is (e.g. the command)
 
     def __post_init__(self) -> None:
@@ -62,6 +73,14 @@ class BenchRequest:
             raise ConfigError(f"bad --budget {self.budget_s}", hint="give seconds per result, e.g. --budget 10")
         if self.call_timeout_s is not None and not self.call_timeout_s > 0:
             raise ConfigError(f"bad --call-timeout {self.call_timeout_s}", hint="give seconds, e.g. --call-timeout 60")
+        if not 0 <= self.noise_target < 1:
+            raise ConfigError(
+                f"bad --noise-target {self.noise_target}", hint="give a fraction, e.g. 0.005 (0: fixed count)"
+            )
+        if self.max_time_s is not None and not self.max_time_s > 0:
+            raise ConfigError(f"bad --max-time {self.max_time_s}", hint="give seconds per row, e.g. --max-time 3")
+        if self.cache not in CACHE_MODES:
+            raise ConfigError(f"unknown --cache '{self.cache}'", hint="use --cache auto, hot or cold")
         if self.sweep and self.sizes:
             raise ConfigError("--sweep measures each workload's own ladder", hint="leave out --size with --sweep")
 
@@ -80,6 +99,12 @@ class BenchRequest:
             energy=self.energy,
             slow_repeats=3 if self.quick and self.repeat is None else None,
             call_timeout_s=self.call_timeout_s,
+            noise_target=self.noise_target,
+            min_time_s=0.0 if self.quick or self.sweep else MIN_TIME_S,
+            max_time_s=self.max_time_s
+            or (SWEEP_MAX_TIME_S if self.sweep else QUICK_MAX_TIME_S if self.quick else MAX_TIME_S),
+            cache=self.cache,
+            throttle_check=self.throttle_check,
         )
 
     def to_dict(self, workload_names: list[str]) -> dict[str, Any]:
@@ -98,6 +123,11 @@ class BenchRequest:
             "energy": self.energy,
             "seed": self.seed,
             "call_timeout_s": self.call_timeout_s,
+            "noise_target": s.noise_target,
+            "min_time_s": s.min_time_s,
+            "max_time_s": s.max_time_s,
+            "cache": s.cache,
+            "throttle_check": s.throttle_check,
         }
         if self.sweep:
             doc.update(sweep=True, sweep_budget_s=self.sweep_total_s)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gpukit.bench.collectives.results import MultiRow
     from gpukit.bench.request import BenchRequest
 
 __all__ = ["THROUGHPUT_UNITS", "Ceilings", "Result", "Run", "legacy_size", "run_from_saved"]
@@ -77,6 +78,19 @@ class Result:
     size_group: str | None = None  # the variant sizes are compared within (Size.group: the dtype, or "")
     working_set_bytes: float | None = None  # what the timed calls cycled through: could a cache hold it?
     ceiling_note: str | None = None  # why a figure above 100 % of its ceiling is not a puzzle
+    # Noise-based stopping: what ended sampling (noise: the spread reached the target; time: the row's sampling
+    # time ended first; count: a fixed number of samples), the robust spread MAD / median of the kept samples, the
+    # target it was held to, and whether it got there (False: the row never settled).
+    stopped_by: str | None = None
+    rel_mad: float | None = None
+    noise_target: float | None = None
+    settled: bool | None = None
+    cache: str | None = None  # hot | cold: the cache state each sample started in (bench/conditions.py)
+    cache_note: str | None = None  # why a row asked to be cold was measured hot
+    discarded: dict[str, int] = field(default_factory=dict)  # samples thrown away (throttled GPU), by reason
+    # A multi-GPU row (all-reduce, p2p, DDP scaling): the typed row it was measured as (bench/collectives/results.py),
+    # stored with its "kind"; None for every other bench row
+    multi: MultiRow | None = None
 
     @property
     def ok(self) -> bool:
@@ -101,12 +115,18 @@ class Result:
         return getattr(self, self.throughput_unit) if self.throughput_unit else None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        doc = asdict(self)
+        doc["multi"] = self.multi.to_dict() if self.multi is not None else None
+        return doc
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
         names = {f.name for f in fields(cls)}
-        row = cls(**{k: v for k, v in data.items() if k in names})
+        row = cls(**{k: v for k, v in data.items() if k in names and k != "multi"})
+        if isinstance(data.get("multi"), dict):
+            from gpukit.bench.collectives.results import row_from_dict
+
+            row.multi = row_from_dict(data["multi"])
         if "size_x" not in data and "size_group" not in data:  # saved before sizes carried them: read the label once
             row.size_x, row.size_group = legacy_size(row.size)
         return row

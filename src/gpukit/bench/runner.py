@@ -11,7 +11,7 @@ import platform
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from gpukit.bench.workloads import DEFAULT_WORKLOADS, WORKLOADS, get_workload
 from gpukit.bench.workloads.base import Size, Workload
 from gpukit.errors import ConfigError
 
-__all__ = ["Row", "execute", "plan", "resolve_workloads", "versions"]
+__all__ = ["MultiRequest", "Row", "execute", "hardware_state", "plan", "resolve_workloads", "versions"]
 
 
 @dataclass(frozen=True)
@@ -114,21 +114,43 @@ def versions() -> dict[str, Any]:
 
 
 def _fingerprint() -> dict[str, Any]:
+    """The machine and, per GPU, the state a comparison must match (``gpu_state``: serial, clocks, power limit,
+    persistence and ECC mode; bench/verdict.py)."""
     try:
         from gpukit.hardware import machine_fingerprint
+        from gpukit.hardware.state import gpu_states
 
-        return dict(machine_fingerprint())
+        doc = dict(machine_fingerprint())
+        if states := gpu_states():
+            doc["gpu_state"] = states
+        return doc
     except Exception as exc:  # the history still records what it can
         return {"hostname": platform.node(), "cpu_count": os.cpu_count(), "error": str(exc)}
+
+
+def hardware_state() -> dict[str, Any]:
+    """``{"machine": ..., "versions": ...}`` of this process, as a run records them (for comparisons made outside
+    a run: the ``gpukit_bench`` fixture)."""
+    return {"machine": _fingerprint(), "versions": versions()}
 
 
 def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def execute(request: BenchRequest, progress: Callable[[Progress], None] | None = None) -> Run:
-    """Run ``request``: the one path from a request to a finished :class:`Run`. KeyboardInterrupt stops early and
-    returns the rows measured so far with ``interrupted=True``."""
+class MultiRequest(Protocol):
+    """A multi-GPU bench's request (``CollectiveRequest``, ``P2PRequest``, ``ScalingRequest`` in bench/collectives):
+    it launches its own ranks and returns its typed rows as a :class:`Run`."""
+
+    def run(self) -> Run: ...
+
+
+def execute(request: BenchRequest | MultiRequest, progress: Callable[[Progress], None] | None = None) -> Run:
+    """Run ``request``: the one path from a request to a finished :class:`Run` (a multi-GPU request measures
+    itself, in its own processes). KeyboardInterrupt stops early and returns the rows measured so far with
+    ``interrupted=True``."""
+    if not isinstance(request, BenchRequest):
+        return request.run()
     req = request.resolved()
     workloads = resolve_workloads(req)
     rows = plan(workloads, req)

@@ -20,7 +20,7 @@ import typer
 from gpukit.bench.harness import CALL_TIMEOUT_S
 from gpukit.cli import render
 from gpukit.cli.bench_render import print_baseline, print_crossovers, print_run, to_csv, to_markdown, write_output
-from gpukit.cli.history import DB_HELP
+from gpukit.cli.history import db_option, node_option
 
 if TYPE_CHECKING:
     from gpukit.bench.baselines import BaselineCheck
@@ -113,34 +113,34 @@ def _progress_callback(rearm: Callable[[], None] | None = None) -> tuple[Any, An
     return bar, callback
 
 
-def _open_history(db: Path | None, no_save: bool) -> History | None:
+def _open_history(db: str | None, no_save: bool, node: str | None) -> History | None:
     """The history, validated before anything is measured (a bad --db costs milliseconds, not a run)."""
     if no_save:
         return None
     from gpukit.history import open_history
 
-    return open_history(db)
+    return open_history(db, node=node)
 
 
 def _save(history: History, run: Run) -> None:
-    """Save ``run``; if that fails (disk full, a lock held past the busy timeout), write it beside the history as
-    JSON and say how to import it — a measured run is never thrown away."""
-    from gpukit.errors import StoreError
-    from gpukit.history import write_fallback
+    """Save ``run``; if that fails (disk full, a lock held past the busy timeout, a store refusing writes), write it
+    beside the history as JSON and say how to import it — a measured run is never thrown away; the command then
+    exits 2 after its report."""
+    from gpukit.history import save_or_keep
 
-    try:
-        run.id = history.save_run(run.to_dict())
-    except StoreError as exc:
-        kept = write_fallback(history.path, "bench_run", run.to_dict())
+    run_id, kept, exc = save_or_keep(history, "bench_run", run.to_dict())
+    if exc is not None:
         render.error(f"{exc.message}; the run was written to {kept}", hint=f"gpukit history import {kept}")
+    else:
+        run.id = run_id
 
 
-def _measured(request: BenchRequest, db: Path | None, no_save: bool) -> Run:
+def _measured(request: BenchRequest, db: str | None, no_save: bool, node: str | None) -> Run:
     """Open the history, run the request with the progress display and the interrupt handling, then save the run
     (still under the handler, so a second Ctrl-C does not cut the save short)."""
     from gpukit.bench.runner import execute
 
-    history = _open_history(db, no_save)
+    history = _open_history(db, no_save, node)
     _quiet_warnings()
     try:
         with _interruptible() as rearm:
@@ -170,7 +170,8 @@ def bench(
     seed_example: bool = typer.Option(False, "--seed-example", help="The article's A=[1..6] + B=[7..12] everywhere."),
     save_image: Path = typer.Option(None, "--save-image", help="Write the Mandelbrot frame as a coloured PNG."),
     baseline: str = typer.Option(None, "--baseline", help="Compare with a baseline: run id, JSON file or name."),
-    tolerance: str = typer.Option("10%", "--tolerance", help="Allowed shortfall against --baseline."),
+    tolerance: str = typer.Option("10%", "--tolerance", help="A SLOWER row within this of --baseline still passes."),
+    force: bool = typer.Option(False, "--force", help="Compare with a --baseline taken in another hardware state."),
     write_baseline: Path = typer.Option(None, "--write-baseline", help="Write this run as a baseline JSON file."),
     markdown: Path = typer.Option(None, "--markdown", help="Also write the tables as Markdown to this file."),
     no_ceilings: bool = typer.Option(False, "--no-ceilings", help="Skip measuring ceilings (no % of ceiling)."),
@@ -182,14 +183,53 @@ def bench(
     call_timeout: float = typer.Option(
         CALL_TIMEOUT_S, "--call-timeout", min=0, help="Seconds one call may take before its row fails (0: no limit)."
     ),
+    noise_target: float = typer.Option(
+        0.005, "--noise-target", min=0, max=0.99, help="Sample until MAD/median ≤ this (0: exactly --repeat samples)."
+    ),
+    max_time: float = typer.Option(None, "--max-time", min=0.01, help="Sampling seconds per row (3; quick 0.3)."),
+    cache: str = typer.Option("auto", "--cache", help="hot, cold (L2/LLC flushed before each sample) or auto."),
+    no_throttle_check: bool = typer.Option(
+        False, "--no-throttle-check", help="Keep samples taken while the GPU throttled."
+    ),
+    ranks: int = typer.Option(None, "--ranks", "-r", help="Collectives: processes, one per GPU (default every GPU)."),
+    dtype: list[str] = typer.Option(None, "--dtype", help="Collectives: fp32 and/or bf16 (repeatable; default fp32)."),
+    timeout: float = typer.Option(
+        None, "--timeout", help="Multi-GPU: seconds without progress before a rank is hung (120; scaling 300)."
+    ),
+    no_graph: bool = typer.Option(False, "--no-graph", help="Collectives: skip the CUDA-graph-captured rows."),
+    model: str = typer.Option(None, "--model", "-m", help="Scaling: resnet18 | resnet50 (seed-cnn: tiny)."),
+    max_gpus: int = typer.Option(None, "--max-gpus", min=1, help="Scaling: largest rank count (default every GPU)."),
+    batch: int = typer.Option(None, "--batch", min=1, help="Scaling: images per rank per step (64 GPU, 8 CPU)."),
+    image_size: int = typer.Option(None, "--image-size", min=1, help="Scaling: image side in pixels (224; 64)."),
+    steps: int = typer.Option(None, "--steps", min=1, help="Scaling: timed steps per rank count (30 GPU, 6 CPU)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run as JSON (see docs/bench-json.md)."),
     as_csv: bool = typer.Option(False, "--csv", help="Print the result rows as CSV."),
-    db: Path = typer.Option(None, "--db", help=DB_HELP),
+    db: str = db_option(),
+    node: str = node_option(),
     no_save: bool = typer.Option(False, "--no-save", help="Do not record this run in the history."),
 ) -> int:
     """Measure workloads on CPU and GPU through every available backend; print only verified numbers."""
     from gpukit.bench.request import BenchRequest
+    from gpukit.cli.bench_multi import MULTI_COMMANDS
     from gpukit.errors import ConfigError
+
+    if workloads and workloads[0] in MULTI_COMMANDS:  # allreduce … p2p, scaling: a multi-GPU request
+        from gpukit.cli.bench_multi import MultiOptions, run_multi
+
+        if len(workloads) > 1:
+            raise ConfigError(f"bench {workloads[0]} runs alone", hint=f"run: gpukit bench {workloads[0]} [options]")
+        opts = MultiOptions(None if device == "all" else device, tuple(size or ()), repeat, quick, ranks,
+                            tuple(dtype or ()), timeout, not no_graph, model, max_gpus, batch, image_size,
+                            steps)  # fmt: skip
+        return run_multi(workloads[0], opts, as_json, markdown, db, no_save, node)
+    multi_only = {"--ranks": ranks, "--dtype": dtype, "--timeout": timeout is not None, "--no-graph": no_graph,
+                  "--model": model, "--max-gpus": max_gpus, "--batch": batch, "--image-size": image_size,
+                  "--steps": steps}  # fmt: skip
+    if unused := [flag for flag, value in multi_only.items() if value]:
+        raise ConfigError(
+            f"{', '.join(unused)} belong to the multi-GPU benches",
+            hint=f"use them with: gpukit bench {'|'.join(MULTI_COMMANDS)}",
+        )
 
     tol = _parse_tolerance(tolerance)
     if save_image is not None and save_image.is_dir():
@@ -227,15 +267,27 @@ def bench(
         call_timeout_s=call_timeout if call_timeout > 0 else None,
         sweep=sweep,
         sweep_total_s=sweep_budget if sweep_budget > 0 else None,
+        noise_target=noise_target,
+        max_time_s=max_time,
+        cache=cache,
+        throttle_check=not no_throttle_check,
         extra=(("command", "gpukit " + " ".join(sys.argv[1:])),),  # as typed (under a test runner: its argv)
     )
     _check_plan(request)  # unknown workloads, backends and sizes before the history or the ceilings are touched
     # Before measuring: a wrong --baseline must not cost a whole run (and a run id is read before this run is saved).
     baseline_doc = _load_baseline(baseline, db) if baseline else None
-    run = _measured(request, db, no_save)
+    if baseline_doc is not None:  # a baseline of another hardware state is refused before anything is measured
+        from gpukit.bench.baselines import refuse_or_mark
+        from gpukit.bench.runner import hardware_state
+
+        refuse_or_mark(baseline_doc, hardware_state(), force, "this machine and the baseline", _scope(baseline))
+    run = _measured(request, db, no_save, node)
     if sweep:
-        return _report_sweep(run, as_json)
-    return _report(run, baseline, baseline_doc, tol, write_baseline, markdown, save_image, as_json, as_csv)
+        code = _report_sweep(run, as_json)
+    else:
+        judge = (tol, force)
+        code = _report(run, baseline, baseline_doc, judge, write_baseline, markdown, save_image, as_json, as_csv)
+    return 2 if not no_save and run.id is None else code  # the store refused the run (kept in a file): exit 2
 
 
 def _check_plan(request: BenchRequest) -> None:
@@ -244,7 +296,13 @@ def _check_plan(request: BenchRequest) -> None:
     plan(resolve_workloads(request), request)
 
 
-def _load_baseline(ref: str, db: Path | None) -> dict[str, Any]:
+def _scope(ref: str | None) -> str:
+    """A stored run (an id) was taken on this machine: every state difference counts. A baseline file (shipped or
+    written on another node) is a reference for a GPU model: only the model and its settings must match."""
+    return "machine" if ref is not None and ref.isdigit() else "model"
+
+
+def _load_baseline(ref: str, db: str | None) -> dict[str, Any]:
     from gpukit.bench import baselines as compare
 
     if not ref.isdigit():
@@ -259,7 +317,7 @@ def _report(
     run: Run,
     baseline: str | None,
     baseline_doc: dict[str, Any] | None,
-    tol: float,
+    judge: tuple[float, bool],
     write_baseline: Path | None,
     markdown: Path | None,
     save_image: Path | None,
@@ -268,9 +326,10 @@ def _report(
 ) -> int:
     from gpukit.bench import baselines as compare
 
+    tol, force = judge
     checks: list[BaselineCheck] = []
     if baseline_doc is not None:
-        checks = compare.check_baseline(run, baseline_doc, tol)
+        checks = compare.check_baseline(run, baseline_doc, tol, force=force, scope=_scope(baseline))
     if write_baseline:
         write_output(write_baseline, render.to_json(compare.baseline_from_run(run, run.settings.get("command"))) + "\n")
     if markdown:
@@ -312,9 +371,9 @@ def _report(
         )
         return 2
     failed = [r for r in run.results if r.status == "failed"]
-    short = [c for c in checks if c.verdict == "short"]
+    short = [c for c in checks if not c.ok and c.verdict != "failed"]
     if short:
-        render.error(f"{len(short)} result(s) fall short of baseline {baseline} by more than {tol:g}%")
+        render.error(f"{len(short)} result(s) slower than baseline {baseline} by more than {tol:g}%")
     if broken := [c for c in checks if c.verdict == "failed"]:
         render.error(f"{len(broken)} baseline row(s) failed here (see the table)")
     short += broken
@@ -359,12 +418,12 @@ def _help() -> str:
     return (
         f"{(bench.__doc__ or '').strip()}\n\nWorkloads: {names}. Your own: --workload FILE.py:NAME "
         f"(docs/custom-workload.md). --sweep runs {' '.join(SWEEP_WORKLOADS)} over size ladders and finds the "
-        "CPU/GPU crossover."
+        "CPU/GPU crossover. Multi-GPU: allreduce, allgather, reducescatter, broadcast, alltoall (--ranks, --dtype, "
+        "--no-graph, --timeout), p2p, scaling (--model, --max-gpus, --batch, --image-size, --steps): "
+        "docs/multi-gpu.md."
     )
 
 
 def register(app: typer.Typer) -> None:
-    """Add `gpukit bench`."""
-    from gpukit.cli.bench_multi import MultiDispatch  # allreduce, p2p, scaling …: cli/bench_multi.py
-
-    app.command("bench", cls=MultiDispatch, help=_help())(bench)
+    """Add `gpukit bench` (the multi-GPU benches are its workloads allreduce … p2p, scaling: cli/bench_multi.py)."""
+    app.command("bench", help=_help())(bench)

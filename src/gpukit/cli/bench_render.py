@@ -75,10 +75,32 @@ def _kernel(r: Result) -> str:
         return f"{r.status}: {reason[:60]}{'…' if len(reason) > 60 else ''}"
     spread = f"{render.fmt_seconds(r.kernel_min_s)}–{render.fmt_seconds(r.kernel_max_s)}"
     mark = f" {LAUNCH_MARK}" if r.launch_bound else ""
-    return f"{render.fmt_seconds(r.kernel_median_s)} ({spread}){mark}"
+    noise = f" ±{r.rel_mad * 100:.1f}%" if r.rel_mad is not None else ""
+    if r.settled is False:
+        noise += f" {UNSETTLED_MARK}"
+    cold = " cold" if r.cache == "cold" else ""
+    return f"{render.fmt_seconds(r.kernel_median_s)} ({spread}){noise}{cold}{mark}"
 
 
 LAUNCH_MARK = "‡"
+UNSETTLED_MARK = "~"
+
+
+def noise_note(results: list[Result]) -> str | None:
+    """The footnote for rows that never settled and for discarded (throttled) samples, or None."""
+    loose = [r for r in results if r.ok and r.settled is False]
+    dropped = sum(sum(r.discarded.values()) for r in results)
+    parts = []
+    if loose:
+        target = loose[0].noise_target or 0.0
+        parts.append(
+            f"{UNSETTLED_MARK} {len(loose)} row(s) never settled: their spread (±: MAD / median of the samples) "
+            f"stayed above the {target:.1%} target until their sampling time ran out (--max-time); "
+            "compare them with care"
+        )
+    if dropped:
+        parts.append(f"{dropped} sample(s) discarded: taken while the GPU throttled (--json: discarded)")
+    return "; ".join(parts) or None
 
 
 def launch_note(results: list[Result]) -> str | None:
@@ -210,6 +232,8 @@ def print_run(run: Run) -> None:
     console.print(render.table(RESULT_COLUMNS, results_rows(shown), title="Results (speedup: kernel vs best CPU)"))
     if note := launch_note(run.results):
         render.console.print(f"[dim]{note}[/]")
+    if note := noise_note(run.results):
+        render.console.print(f"[dim]{escape(note)}[/]")
     for line in ceiling_notes(shown):
         render.console.print(f"[dim]{escape(line)}[/]")
     for backend, (n, reason, hint) in gone.items():
@@ -325,7 +349,7 @@ def print_baseline(checks: list[BaselineCheck], tolerance_pct: float) -> None:
             render.fmt(c.expected, ",.4g"),
             render.fmt(c.measured, ",.4g"),
             render.fmt(c.ratio * 100 if c.ratio is not None else None, ".0f", "%"),
-            c.verdict if c.ok else f"[red]{c.verdict}[/]",
+            (c.verdict if c.ok else f"[red]{c.verdict}[/]") + (" *" if c.state_differs else ""),
         ]
         for c in checks
     ]

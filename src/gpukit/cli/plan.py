@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from gpukit.cli import render
+from gpukit.cli.history import db_option
 
 HELP = (
     "Plan GPU memory, time and cost for MODEL (a preset, a Hugging Face config.json, or --params 7B). "
@@ -280,7 +281,7 @@ def register(app: typer.Typer) -> None:
         samples: str = typer.Option(None, "--samples", help="Train on this many samples (CNNs)."),
         gpu: str = typer.Option(None, "--gpu", help="GPU for the headline time (catalog key, e.g. h100-sxm)."),
         prices: Path = typer.Option(None, "--prices", help="TOML file overriding/extending the price catalog."),
-        db: Path = typer.Option(None, "--db", envvar="GPUKIT_DB", help="Results history (SQLite)."),
+        db: str = db_option(),
         measure: bool = typer.Option(False, "--measure", help="Run it on this GPU: predicted vs measured, per phase."),
         calibrate: bool = typer.Option(
             False, "--calibrate", help="Measure the time model's parts on this GPU (a few minutes) and save them."
@@ -360,7 +361,7 @@ def _work(spec: Any, tokens: str | None, samples: str | None) -> int | None:
     return parse_param_count(samples, "--samples") if samples else None
 
 
-def _run_measure(spec: Any, settings: Any, doc: dict[str, Any], db: Path | None, cal: Any = None) -> dict[str, Any]:
+def _run_measure(spec: Any, settings: Any, doc: dict[str, Any], db: str | None, cal: Any = None) -> dict[str, Any]:
     from gpukit.hardware.specs import match_spec
     from gpukit.plan import measure as measuring
     from gpukit.plan.compute import estimate_time

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from gpukit.cli import render
-from gpukit.cli.history import DB_HELP
+from gpukit.cli.history import db_option
 
 
 def report(
@@ -15,7 +15,7 @@ def report(
     last: bool = typer.Option(False, "--last", help="Report the latest run (the default)."),
     output: Path = typer.Option(None, "--output", "-o", help="File to write (default report.html / report.md)."),
     fmt: str = typer.Option("html", "--format", "-f", help="html (one file, plots embedded) or md."),
-    db: Path = typer.Option(None, "--db", help=DB_HELP),
+    db: str = db_option(),
     as_json: bool = typer.Option(False, "--json", help="Print what was written (and the crossovers) as JSON."),
 ) -> int:
     """Write a report of one bench run: machine, ceilings, the seed claims beside what was measured, the CPU/GPU
@@ -36,10 +36,10 @@ def report(
             runs = history.list_runs(limit=1)
             if not runs:
                 raise ConfigError(
-                    f"no runs in {history.path}", hint="run gpukit bench (or --sweep) first, or pass --db"
+                    f"no runs in {history.location}", hint="run gpukit bench (or --sweep) first, or pass --db"
                 )
             run_id = runs[0].id
-        run = run_from_saved(history.load_run(run_id), history.path)
+        run = run_from_saved(history.load_run(run_id), history.location)
     built = build_report(run)
     out = output or Path(f"report.{fmt}")
     written = [out]

@@ -8,9 +8,8 @@ from pathlib import Path
 import typer
 
 from gpukit.cli import render
+from gpukit.cli.history import db_option
 from gpukit.errors import ConfigError
-
-DB_HELP = "Results history file (default: $GPUKIT_DB or ~/.local/share/gpukit/results.db)."
 
 
 def _loadtest_command(
@@ -27,7 +26,7 @@ def _loadtest_command(
     api_key_env: str | None = typer.Option(None, "--api-key-env", help="Send the key held in this env variable."),
     raw: bool = typer.Option(False, "--raw", help="Post the raw image bytes instead of multipart."),
     save: bool = typer.Option(False, "--save", help="Store the result in the history (for deploy --target-rps)."),
-    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
+    db: str | None = db_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> int:
     """Load an inference server: throughput, p50/p90/p99/max, statuses, the server's own time split, generator CPU."""
@@ -129,7 +128,7 @@ def _k8s_command(
         "--prometheus-url",
         help="Prometheus for the KEDA trigger.",
     ),
-    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
+    db: str | None = db_option(),
     as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
 ) -> int:
     """Write Kubernetes manifests (Deployment, Service, HPA, KEDA ScaledObject), a Dockerfile and a README."""

@@ -1,24 +1,28 @@
-"""The history's SQLite schema, its migrations, and the checks that a file really is a gpukit history.
+"""The history's schema (one text for SQLite and PostgreSQL), its migrations, and the version stamp.
 
 Version 1 (gpukit ≤ the first engine pass): ``meta``, ``runs``, ``results``. Version 2 adds ``plan_validations``
 (written until then by `plan --measure` with its own SQL, without a ``meta`` stamp — such a file is adopted) and
-``loadtests``. Migrations only add tables, so an older gpukit refuses a newer file before writing anything.
+``loadtests``. Version 3 (the fleet) adds ``acceptances`` (`gpukit accept`, one row per node run, indexed by node)
+and the node's identity on ``runs``. Migrations only add, so an older gpukit refuses a newer store before writing
+anything. ``{pk}`` and ``{real}`` are the only words the backends spell differently (:mod:`.dialect`).
 """
 
 from __future__ import annotations
 
-import sqlite3
+import uuid
 
-__all__ = ["GPUKIT_TABLES", "SCHEMA_VERSION", "migrate", "schema_version", "tables"]
+from gpukit.history.dialect import Db
 
-SCHEMA_VERSION = 2
+__all__ = ["SCHEMA_VERSION", "migrate", "read_version"]
+
+SCHEMA_VERSION = 3
 
 _V1 = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id {pk},
     started_at TEXT NOT NULL,
-    duration_s REAL,
+    duration_s {real},
     interrupted INTEGER NOT NULL DEFAULT 0,
     hostname TEXT,
     gpu TEXT,
@@ -28,62 +32,81 @@ CREATE TABLE IF NOT EXISTS runs (
     ceilings_json TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS results (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    id {pk},
+    run_id BIGINT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     workload TEXT NOT NULL,
     backend TEXT NOT NULL,
     device TEXT NOT NULL,
     size TEXT NOT NULL,
     status TEXT NOT NULL,
-    kernel_median_s REAL,
+    kernel_median_s {real},
     row_json TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS results_run ON results(run_id);
 """
 
-# The plan_validations columns are the ones `plan --measure` has always written, so old files keep working.
+# The plan_validations columns are the ones `plan --measure` has always written, so old files keep working (its id
+# was a plain INTEGER PRIMARY KEY there: a new SQLite file gets the same auto-numbered id as every other table).
 _V2 = """
 CREATE TABLE IF NOT EXISTS plan_validations (
-    id INTEGER PRIMARY KEY,
-    created_at REAL,
+    id {pk},
+    created_at {real},
     host TEXT,
     device TEXT,
     model TEXT,
     task TEXT,
-    predicted_allocated_bytes INTEGER,
-    measured_allocated_bytes INTEGER,
-    predicted_time_s REAL,
-    measured_time_s REAL,
+    predicted_allocated_bytes BIGINT,
+    measured_allocated_bytes BIGINT,
+    predicted_time_s {real},
+    measured_time_s {real},
     record_json TEXT
 );
 CREATE TABLE IF NOT EXISTS loadtests (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id {pk},
     created_at TEXT NOT NULL,
     url TEXT,
     record_json TEXT NOT NULL
 );
 """
 
-GPUKIT_TABLES = frozenset({"meta", "runs", "results", "plan_validations", "loadtests", "sqlite_sequence"})
+_V3 = """
+CREATE TABLE IF NOT EXISTS acceptances (
+    id {pk},
+    created_at TEXT NOT NULL,
+    node TEXT NOT NULL,
+    started_at TEXT,
+    verdict TEXT,
+    stack_key TEXT,
+    record_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS acceptances_node ON acceptances(node, id);
+ALTER TABLE runs ADD COLUMN node TEXT;
+ALTER TABLE runs ADD COLUMN node_json TEXT;
+CREATE INDEX IF NOT EXISTS runs_node ON runs(node, id);
+"""
+
+_STEPS = (_V1, _V2, _V3)  # _STEPS[v] brings version v to v + 1
 
 
-def tables(con: sqlite3.Connection) -> set[str]:
-    return {str(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
-def schema_version(con: sqlite3.Connection) -> str | None:
-    """The stamped version, or None when the file has no gpukit ``meta`` row."""
-    if "meta" not in tables(con):
+def read_version(db: Db, names: set[str] | None = None) -> str | None:
+    """The stamped version, or None when the store has no gpukit ``meta`` row."""
+    if "meta" not in (db.tables() if names is None else names):
         return None
-    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     return str(row[0]) if row else None
 
 
-def migrate(con: sqlite3.Connection, version: int) -> None:
-    """Bring a file at ``version`` (0: new, or a `plan --measure`-only file) to :data:`SCHEMA_VERSION`; one
-    transaction, committed by the caller's ``with con``."""
-    if version < 1:
-        con.executescript(_V1)
-    if version < 2:
-        con.executescript(_V2)
-    con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+def migrate(db: Db, version: int) -> None:
+    """Bring a store at ``version`` (0: new, or a `plan --measure`-only file) to :data:`SCHEMA_VERSION`; call it
+    inside ``db.transaction(migrating=True)`` so that it is all or nothing and one process at a time."""
+    for step in _STEPS[version:]:
+        for statement in step.format(pk=db.pk, real=db.real).split(";"):
+            if statement.strip():
+                db.execute(statement)
+    db.execute(
+        "INSERT INTO meta(key, value) VALUES ('schema_version', ?)"
+        " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (str(SCHEMA_VERSION),),
+    )
+    # who this store is, for `history import` from it into another store (what was copied is kept there by this id)
+    db.execute("INSERT INTO meta(key, value) VALUES ('store_id', ?) ON CONFLICT(key) DO NOTHING", (uuid.uuid4().hex,))

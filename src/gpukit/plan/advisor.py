@@ -274,7 +274,7 @@ def make_plan(
     prices: Path | None = None,
     measured: dict[str, Any] | None = None,
     gpu: str | None = None,
-    db: Path | None = None,
+    db: str | Path | None = None,
     calibration: Calibration | None = None,
 ) -> PlanResult:
     """The whole plan. ``gpu`` picks the GPU the headline time is for (default: the measured one, else H100);

@@ -110,10 +110,10 @@ def collective_s(op: str, nbytes: float, ranks: int, busbw_gbps: float) -> float
 # ---- busbw: measured, else datasheet -------------------------------------------------------------------------
 
 
-def load_busbw(spec: GpuSpec, db_path: Path | None = None) -> BusbwCurve | None:
+def load_busbw(spec: GpuSpec, db_path: str | Path | None = None) -> BusbwCurve | None:
     """The latest measured all-reduce curve on a GPU of ``spec``'s kind (≥ 2 ranks, checked rows), or None.
-    Read through the results history (``settings → multi_gpu`` of a collectives run); a missing or damaged history
-    is no measurement (the datasheet figure is used instead), never an error of `plan`."""
+    Read through the results history (the typed all-reduce rows of a collectives run: ``results[].multi``); a
+    missing or damaged history is no measurement (the datasheet figure is used instead), never an error of `plan`."""
     from gpukit.errors import GpukitError
     from gpukit.history import open_history
 
@@ -123,7 +123,7 @@ def load_busbw(spec: GpuSpec, db_path: Path | None = None) -> BusbwCurve | None:
                 if not any(w in _COLLECTIVE_OPS for w in summary.workloads):
                     continue
                 doc = history.load_run(summary.id)
-                curve = _curve(spec, summary.hostname, doc["machine"], doc["settings"])
+                curve = _curve(spec, summary.hostname, doc["machine"], doc.get("results") or [])
                 if curve is not None:
                     return curve
     except (GpukitError, ValueError, TypeError, KeyError, AttributeError):
@@ -137,15 +137,13 @@ def _usable(r: dict[str, Any]) -> bool:
                 and (r.get("ranks") or 0) >= 2 and r.get("busbw_gbps"))  # fmt: skip
 
 
-def _curve(spec: GpuSpec, host: str | None, machine: dict[str, Any], settings: dict[str, Any]) -> BusbwCurve | None:
-    doc = settings.get("multi_gpu")
-    if not isinstance(doc, dict) or doc.get("kind") != "collectives":
-        return None
+def _curve(spec: GpuSpec, host: str | None, machine: dict[str, Any], results: list[Any]) -> BusbwCurve | None:
+    multi = [r.get("multi") for r in results if isinstance(r, dict)]
     names = machine.get("gpus") or machine.get("gpu_names") or []
     local = match_spec(str(names[0])) if names else None
     if local is None or local.key != spec.key:
         return None
-    rows = [r for r in doc.get("rows", []) if _usable(r)]
+    rows = [r for r in multi if isinstance(r, dict) and r.get("kind") == "collective" and _usable(r)]
     if not rows:
         return None
     ranks = max(r["ranks"] for r in rows)
@@ -209,7 +207,7 @@ def infer_terms(model: ModelSpec, s: PlanSettings, curve: BusbwCurve) -> list[Co
 
 
 def estimate_comm(
-    model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, time: Any, spec: GpuSpec, db_path: Path | None = None
+    model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, time: Any, spec: GpuSpec, db_path: str | Path | None = None
 ) -> CommEstimate | None:
     """The communication term for a plan on ``spec`` GPUs (None for one GPU). ``time`` is the TimeEstimate."""
     del mem  # the terms need the unsharded state bytes, which memory's breakdown has already divided

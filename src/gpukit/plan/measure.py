@@ -350,15 +350,16 @@ def default_db_path() -> Path:
     return history_default()
 
 
-def check_db(db_path: Path | None = None) -> Path:
-    """Validate (or create) the history before measuring, so a bad ``--db`` costs no measurement."""
+def check_db(db_path: str | Path | None = None) -> str:
+    """Validate (or create) the history before measuring, so a bad ``--db`` costs no measurement; returns where it
+    is (a path, or a server's URL without its password)."""
     from gpukit.history import open_history
 
     with open_history(db_path) as history:
-        return history.path
+        return history.location
 
 
-def save_validation(record: dict[str, Any], db_path: Path | None = None) -> Path:
+def save_validation(record: dict[str, Any], db_path: str | Path | None = None) -> str:
     """Append one predicted/measured pair to the history's ``plan_validations``; if the history cannot take it, the
     record goes to a JSON file beside it (`gpukit history import FILE`) and StoreError says where."""
     from gpukit.errors import StoreError
@@ -368,13 +369,13 @@ def save_validation(record: dict[str, Any], db_path: Path | None = None) -> Path
         try:
             history.save_validation(record)
         except StoreError as exc:
-            kept = write_fallback(history.path, "plan_validation", record)
+            kept = write_fallback(history, "plan_validation", record)
             raise StoreError(f"{exc.message}; the validation was written to {kept}",
                              hint=f"gpukit history import {kept}") from exc  # fmt: skip
-        return history.path
+        return history.location
 
 
-def load_ceilings(db_path: Path | None = None, device_name: str | None = None) -> dict[str, Any] | None:
+def load_ceilings(db_path: str | Path | None = None, device_name: str | None = None) -> dict[str, Any] | None:
     """This machine's measured ceilings from the `gpukit bench` history, or None when there are none (or the file
     is not a usable history: plain `plan` runs without one; `--measure` validates it with :func:`check_db`).
     Returns e.g. ``{"device": "NVIDIA H200", "bandwidth_gbps": 4175.0, "bf16_tflops": 750.0}``.

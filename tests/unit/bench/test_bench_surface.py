@@ -17,8 +17,20 @@ def _err(res) -> str:
 
 def test_baseline_with_every_row_skipped_is_nothing_to_compare(run_cli) -> None:
     """No GPU here: the H200 baseline's rows are all skipped — not '11 result(s) fall short'."""
-    res = run_cli("bench", "vector-add", "saxpy", "--size", "1GiB", "--device", "cuda", "--baseline", "h200",
-                  "--no-ceilings", "--no-save")  # fmt: skip
+    res = run_cli(
+        "bench",
+        "vector-add",
+        "saxpy",
+        "--size",
+        "1GiB",
+        "--device",
+        "cuda",
+        "--baseline",
+        "h200",
+        "--no-ceilings",
+        "--no-save",
+        "--force",
+    )  # fmt: skip  (--force: the baseline is another machine's)
     assert res.exit_code == 2, res.stderr
     assert "nothing to compare:" in _err(res) and "skipped here" in _err(res) and "fall short" not in _err(res)
     assert "hint:" in res.stderr
@@ -67,6 +79,13 @@ def test_no_gpu_table_folds_skipped_gpu_rows_per_backend() -> None:
     assert folded(measured) == (measured, {})
 
 
+def test_a_baseline_of_another_machine_is_refused_before_measuring(run_cli) -> None:
+    t0 = time.perf_counter()
+    res = run_cli("bench", "vector-add", "--size", "1GiB", "-b", "numpy", "--baseline", "h200", "--no-save")
+    assert res.exit_code == 2 and time.perf_counter() - t0 < 10  # nothing measured: no 1 GiB row, no ceilings
+    assert "different hardware states" in _err(res) and "gpu_names" in _err(res) and "--force" in _err(res)
+
+
 def test_first_call_column_is_not_called_compile() -> None:
     assert "first call" in RESULT_COLUMNS and "compile" not in RESULT_COLUMNS
 
@@ -86,7 +105,7 @@ def test_history_compare_of_quick_and_full_runs_says_what_was_not_comparable() -
                                         _row("cupy", "cuda", "1MiB")])  # fmt: skip
     by = {(c.backend, c.size): c.verdict for c in compare_runs(quick, full)}
     assert by[("numpy", "A: 16MiB:float32; B: 256MiB:float32")] == "not comparable: different sizes"
-    assert by[("torch-cpu", "1MiB")] == "noise"
+    assert by[("torch-cpu", "1MiB")] == "SAME"
     assert by[("cupy", "1MiB")] == "skipped in A"  # not "not ok"
     assert not [v for v in by.values() if v.startswith("only in")]
 

@@ -62,15 +62,17 @@ def test_bench_json_contract_and_history(run_cli: Callable[..., Any], tmp_path: 
 
 def test_baseline_shortfall_exits_1(run_cli: Callable[..., Any], tmp_path: Path) -> None:
     base = tmp_path / "base.json"
-    saxpy = ["bench", "saxpy", "--size", "64KiB", "-b", "numpy", "--repeat", "3", "--no-ceilings"]
+    saxpy = ["bench", "saxpy", "--size", "64KiB", "-b", "numpy", "--repeat", "5", "--no-ceilings", "--max-time", "1"]
     res = run_cli(*saxpy, "--db", str(tmp_path / "r.db"), "--write-baseline", str(base))
     assert res.exit_code == 0
     doc = json.loads(base.read_text())
     assert doc["format"] == "gpukit-baseline" and doc["results"][0]["backend"] == "numpy"
-    doc["results"][0]["value"] *= 1000  # a node 1000× slower than its baseline must fail
+    stats = doc["results"][0]["stats"]
+    for name in ("median_s", "q1_s", "q3_s", "ci_low_s", "ci_high_s"):  # a node 1000× slower than its baseline
+        stats[name] /= 1000
     base.write_text(json.dumps(doc))
     res = run_cli(*saxpy, "--no-save", "--baseline", str(base), "--tolerance", "10%")
-    assert res.exit_code == 1 and "short" in res.stdout
+    assert res.exit_code == 1 and "SLOWER" in res.stdout and "slower than baseline" in res.stderr
 
 
 def test_seed_example_and_csv(run_cli: Callable[..., Any], tmp_path: Path) -> None:
@@ -149,7 +151,7 @@ def test_baseline_with_no_row_in_common_is_not_a_pass(run_cli: Callable[..., Any
     """--baseline h200 (1 GiB GPU rows) against a 64 KiB numpy run compares nothing: exit 2, not a silent 0."""
     res = run_cli(
         "bench", "vector-add", "--size", "64KiB", "-b", "numpy", "--repeat", "3", "--no-save", "--no-ceilings",
-        "--baseline", "h200",
+        "--baseline", "h200", "--force",
     )  # fmt: skip
     assert res.exit_code == 2 and "measured none of the" in res.stderr
     assert "--size 1GiB" in res.stderr  # the hint gives the baseline's own command

@@ -14,7 +14,7 @@ from gpukit.errors import ConfigError
 
 torch = pytest.importorskip("torch")
 
-FAST = Settings(repeats=3, warmup=1, budget_s=5.0, target_sample_s=1e-4)
+FAST = Settings(noise_target=0.0, repeats=3, warmup=1, budget_s=5.0, target_sample_s=1e-4)
 CNN, MLP = cnn_train.WORKLOAD, mlp_train.WORKLOAD
 
 

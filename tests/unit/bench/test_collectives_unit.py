@@ -7,12 +7,13 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gpukit.bench.collectives import launch, ops
 from gpukit.bench.collectives.api import default_sizes, parse_sizes
-from gpukit.bench.collectives.results import CollectiveRow, MultiRun, P2PRow, ScalingRow
+from gpukit.bench.collectives.results import CollectiveRow, P2PRow, ScalingRow, multi_run, rows_of
 
 GiB, MiB, KiB = 2**30, 2**20, 2**10
 
@@ -95,30 +96,32 @@ def test_start_up_gets_its_allowance(tmp_path: Path) -> None:
     assert launch._hung(tmp_path, 2, time.time() - launch.STARTUP_S - 1, 5.0) is not None
 
 
-def _collective_run() -> MultiRun:
+def _collective_run() -> Any:
     rows = [CollectiveRow("allreduce", s, "fp32", 2, "cuda", "nccl", g, check=True,
                           time_s={"median": t, "min": t, "max": t}, algbw_gbps=s / t / 1e9,
                           busbw_gbps=s / t / 1e9, iters=10, repeats=5, requested_bytes=s)
             for s, t in ((MiB, 2e-5), (64 * MiB, 2.5e-4)) for g in ("per-call", "captured")]  # fmt: skip
     rows.append(CollectiveRow("allreduce", GiB, "fp32", 2, "cuda", "nccl", status="failed", reason="rank 1 hung: x"))
-    return MultiRun("collectives", "2026-12-01T00:00:00+00:00", {"ops": ["allreduce"], "ranks": 2}, rows)
+    return multi_run("collectives", "2026-12-01T00:00:00+00:00", {"ops": ["allreduce"], "ranks": 2}, rows, 0.0)
 
 
 def test_history_rows_and_report_plots(tmp_path: Path) -> None:
-    from gpukit.bench.collectives.history import save_multi_run
     from gpukit.bench.report import build_report, to_markdown
     from gpukit.bench.results import Run
     from gpukit.history import open_history
 
     db = tmp_path / "h.db"
     run = _collective_run()
-    rid = save_multi_run(run, db, "gpukit bench allreduce")
+    with open_history(db) as history:
+        rid = history.save_run(run.to_dict())
     back = Run.from_dict(open_history(db).load_run(rid))
     assert [r.workload for r in back.results] == ["allreduce"] * 5
     assert [r.backend for r in back.results][:2] == ["nccl-x2", "nccl-x2-graph"]
     first = back.results[0]
     assert first.gbps == pytest.approx(MiB / 2e-5 / 1e9) and first.size == "1MiB:fp32" and first.check is True
-    assert back.results[-1].status == "failed" and back.settings["multi_gpu"]["rows"][-1]["reason"] == "rank 1 hung: x"
+    assert back.results[-1].status == "failed" and rows_of(back)[-1].reason == "rank 1 hung: x"
+    assert rows_of(back) == rows_of(run) and isinstance(rows_of(back)[0], CollectiveRow)  # typed, through the store
+    assert "multi_gpu" not in back.settings
     report = build_report(back)
     names = [p.name for p in report.plots]
     assert "busbw" in names and all(p.png.startswith(b"\x89PNG") for p in report.plots)
@@ -131,11 +134,10 @@ def test_p2p_and_scaling_plots() -> None:
 
     p2p = [P2PRow(0, 1, "one-way", "on", "NV18", check=True, gbps=390.0, size_bytes=MiB),
            P2PRow(1, 0, "one-way", "on", "NV18", check=True, gbps=385.0, size_bytes=MiB)]  # fmt: skip
-    doc = MultiRun("p2p", "t", {}, p2p).to_dict()
-    (plot,) = multi_gpu_plots(Run("t", settings={"multi_gpu": doc}))
+    (plot,) = multi_gpu_plots(multi_run("p2p", "t", {}, list(p2p), 0.0))
     assert plot.name == "p2p-heatmap" and plot.png.startswith(b"\x89PNG")
     rows = [ScalingRow("resnet50", n, "cuda", "nccl", images_per_s=v) for n, v in ((1, 100.0), (2, 190.0))]
-    (plot,) = multi_gpu_plots(Run("t", settings={"multi_gpu": MultiRun("scaling", "t", {}, rows).to_dict()}))
+    (plot,) = multi_gpu_plots(multi_run("scaling", "t", {}, list(rows), 0.0))
     assert plot.name == "scaling"
     assert multi_gpu_plots(Run("t")) == []  # an ordinary bench run: no multi-GPU plot
 
@@ -170,11 +172,33 @@ def test_cli_unavailable_rows(run_cli, tmp_path: Path) -> None:  # type: ignore[
         (("alltoall", "--device", "cpu", "--timeout", "0"), "--timeout must be positive"),
         (("scaling", "--model", "vgg16", "--device", "cpu"), "unknown model 'vgg16'"),
         (("reducescatter", "--device", "cpu", "--ranks", "0"), "--ranks must be at least 1"),
+        (("allreduce", "--device", "cpu", "--model", "resnet18"), "bench allreduce does not take --model"),
+        (("p2p", "--ranks", "2"), "bench p2p does not take --ranks"),
+        (("scaling", "--dtype", "bf16"), "bench scaling does not take --dtype"),
+        (("allreduce", "vector-add"), "bench allreduce runs alone"),
+        (("vector-add", "--ranks", "2"), "--ranks belong to the multi-GPU benches"),
     ],
 )
 def test_cli_bad_input(run_cli, args: tuple[str, ...], message: str) -> None:  # type: ignore[no-untyped-def]
     res = run_cli("bench", *args, "--no-save")
     assert res.exit_code == 2 and message in res.stderr and "Traceback" not in res.stderr
+
+
+def test_multi_gpu_benches_are_requests_through_the_runner(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from gpukit.bench.collectives.api import CollectiveRequest
+    from gpukit.bench.collectives.p2p import P2PRequest
+    from gpukit.bench.collectives.scaling import ScalingRequest
+    from gpukit.bench.runner import execute
+    from gpukit.cli.bench_multi import MultiOptions, multi_request
+
+    req = multi_request("allreduce", MultiOptions(device="cpu", sizes=("1KiB",), ranks=2, dtypes=("bf16",)))
+    assert req == CollectiveRequest(("allreduce",), "cpu", 2, (1024,), ("bf16",))
+    assert multi_request("p2p", MultiOptions(sizes=("1MiB",), repeat=3)) == P2PRequest(1 << 20, 3)
+    scaling = multi_request("scaling", MultiOptions(device="cpu", model="seed-cnn", max_gpus=2, quick=True))
+    assert isinstance(scaling, ScalingRequest) and scaling.model == "seed-cnn" and scaling.max_ranks == 2
+    monkeypatch.setattr("gpukit.bench.collectives.api.run_collectives", lambda r: _collective_run())
+    run = execute(req)  # the runner's one entry point: a multi-GPU request measures itself into a Run
+    assert run.settings["kind"] == "collectives" and all(isinstance(r, CollectiveRow) for r in rows_of(run))
 
 
 def test_cli_help_and_plain_bench_untouched(run_cli) -> None:  # type: ignore[no-untyped-def]

@@ -41,30 +41,39 @@ def _run(gbps: float, samples: list[float]) -> Run:
     )
 
 
-def test_compare_calls_noise_within_spread() -> None:
-    a = _run(10.0, [1.0, 1.2, 0.8])  # spread 40 %
-    b = _run(11.0, [1.0, 1.2, 0.8])
-    c = _run(20.0, [1.0, 1.01, 0.99])
+def test_compare_classifies_from_the_samples() -> None:
+    a = _run(10.0, [1.0, 1.2, 0.8, 1.1, 0.9])  # the middle half spans 20 %
+    b = _run(11.0, [1.05, 1.25, 0.85, 1.15, 0.95])  # 5 % slower: within that band
     rows = compare_runs(a, b)
-    assert rows[0].ratio == pytest.approx(1.1) and rows[0].verdict == "noise"
+    assert rows[0].ratio == pytest.approx(1.1) and rows[0].verdict == "SAME" and "within the noise band" in rows[0].why
     assert rows[1].verdict == "skipped in both"
-    assert compare_runs(_run(10.0, [1.0, 1.01, 0.99]), c)[0].verdict == "faster"
-    assert compare_runs(c, _run(10.0, [1.0, 1.01, 0.99]))[0].verdict == "slower"
+    tight = [1.0, 1.01, 0.99, 1.005, 0.995]
+    half = [t / 2 for t in tight]
+    assert compare_runs(_run(10.0, tight), _run(20.0, half))[0].verdict == "FASTER"
+    assert compare_runs(_run(20.0, half), _run(10.0, tight))[0].verdict == "SLOWER"
+    assert compare_runs(_run(10.0, tight[:3]), _run(20.0, half[:3]))[0].verdict == "UNSURE"  # 3 samples: no interval
 
 
 def test_baseline_catches_a_shortfall(tmp_path: Path) -> None:
-    base = baseline_from_run(_run(100.0, [1.0, 1.0, 1.0]), command="gpukit bench")
+    base = baseline_from_run(_run(100.0, [1.0] * 5), command="gpukit bench")
     path = tmp_path / "b.json"
     path.write_text(json.dumps(base))
     doc = load_baseline(str(path))
     assert doc["results"][0]["value"] == 100.0
-    ok = check_baseline(_run(95.0, [1.0]), doc, 10.0)
+    assert doc["results"][0]["stats"]["median_s"] == 1.0
+    same = check_baseline(_run(100.0, [1.0, 1.0, 1.0]), doc, 0.0)
+    assert same[0].ok and same[0].verdict == "SAME"
+    slow = check_baseline(_run(80.0, [1.25] * 5), doc, 10.0)
+    assert not slow[0].ok and slow[0].verdict == "SLOWER" and "more than the 10% allowed" in (slow[0].why or "")
+    assert check_baseline(_run(95.0, [1.05] * 5), doc, 10.0)[0].ok  # SLOWER, within the 10 % allowed
+    legacy = dict(doc, results=[{k: v for k, v in doc["results"][0].items() if k != "stats"}])  # no samples stored
+    ok = check_baseline(_run(95.0, [1.0]), legacy, 10.0)
     assert ok[0].ok and ok[0].verdict == "ok"
-    short = check_baseline(_run(80.0, [1.0]), doc, 10.0)
+    short = check_baseline(_run(80.0, [1.0]), legacy, 10.0)
     assert not short[0].ok and short[0].verdict == "short" and short[0].ratio == pytest.approx(0.8)
     empty = Run(started_at="x")
     assert check_baseline(empty, doc, 10.0)[0].verdict == "not run"
-    noisy = dict(doc, results=[dict(doc["results"][0], spread=0.25)])
+    noisy = dict(legacy, results=[dict(legacy["results"][0], spread=0.25)])
     assert check_baseline(_run(80.0, [1.0]), noisy, 10.0)[0].ok  # within the baseline's own spread
     with pytest.raises(ConfigError):
         load_baseline("no-such-baseline")

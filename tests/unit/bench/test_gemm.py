@@ -20,7 +20,7 @@ from gpukit.errors import ConfigError
 torch = pytest.importorskip("torch")
 
 SRC = Path(__file__).resolve().parents[3] / "src"
-FAST = Settings(repeats=3, warmup=1, budget_s=5.0, target_sample_s=1e-4)
+FAST = Settings(noise_target=0.0, repeats=3, warmup=1, budget_s=5.0, target_sample_s=1e-4)
 
 
 def test_sizes_and_parsing():

@@ -15,7 +15,7 @@ from gpukit.bench.harness import Settings, prepare, run_one
 from gpukit.bench.results import Ceilings, Result
 from gpukit.bench.workloads import get_workload
 
-FAST = Settings(repeats=3, warmup=1, budget_s=5.0)
+FAST = Settings(noise_target=0.0, repeats=3, warmup=1, budget_s=5.0)
 
 
 def _run(workload: str, impl: str, size: str) -> Result:
@@ -38,7 +38,13 @@ def _run_counted(monkeypatch: pytest.MonkeyPatch, calls: list[int]) -> Result:
     monkeypatch.setattr(harness, "ENERGY_MIN_S", 0.0)
     w = replace(get_workload("vector-add"), implementations={"counted": Implementation("numpy", add)})
     s = w.parse_size("1000")
-    return run_one(w, "counted", s, prepare(w, s, np.random.default_rng(0)), Settings(repeats=3, warmup=2, budget_s=5))
+    return run_one(
+        w,
+        "counted",
+        s,
+        prepare(w, s, np.random.default_rng(0)),
+        Settings(noise_target=0.0, repeats=3, warmup=2, budget_s=5),
+    )
 
 
 def _numpy_backend_with(monkeypatch: pytest.MonkeyPatch, **attrs: Any) -> Any:
@@ -310,7 +316,7 @@ def test_energy_runs_sample_on_until_a_second_of_device_time(monkeypatch: pytest
     monkeypatch.setattr(harness, "ENERGY_MIN_S", 0.2)
     w = replace(get_workload("vector-add"), implementations={"slept": Implementation("numpy", add)})
     s = w.parse_size("1000")
-    settings = Settings(repeats=3, warmup=1, budget_s=5, energy=True)
+    settings = Settings(noise_target=0.0, repeats=3, warmup=1, budget_s=5, energy=True)
     r = run_one(w, "slept", s, prepare(w, s, np.random.default_rng(0)), settings)
     assert r.status == "ok" and sum(r.samples_s) * r.inner >= 0.2  # type: ignore[arg-type]
     assert r.repeats is not None and r.repeats > 3
@@ -339,16 +345,18 @@ def test_slow_calls_skip_warmup_and_quick_caps_their_samples(monkeypatch: pytest
     w = replace(get_workload("vector-add"), implementations={"slow": Implementation("numpy", slow_add)})
     s = w.parse_size("1000")
     prep = prepare(w, s, np.random.default_rng(0))
-    quick = run_one(w, "slow", s, prep, Settings(repeats=5, warmup=1, budget_s=5, slow_repeats=3))
+    quick = run_one(w, "slow", s, prep, Settings(noise_target=0.0, repeats=5, warmup=1, budget_s=5, slow_repeats=3))
     assert quick.status == "ok" and quick.repeats == 3 and quick.inner == 1
     # first call, then the sizing call — kept as the first sample (one synchronized call on the same host clock) —
     # and two more samples: no warm-up call, no call thrown away
     assert calls[0] == 2 + 2 and all(t >= 0.015 for t in quick.samples_s)
     calls[0] = 0
-    full = run_one(w, "slow", s, prep, Settings(repeats=5, warmup=1, budget_s=5))
+    full = run_one(w, "slow", s, prep, Settings(noise_target=0.0, repeats=5, warmup=1, budget_s=5))
     assert full.repeats == 5 and calls[0] == 2 + 4
     fast_w = get_workload("vector-add")
-    fast = run_one(fast_w, "numpy", s, prep, Settings(repeats=5, warmup=1, budget_s=5, slow_repeats=3))
+    fast = run_one(
+        fast_w, "numpy", s, prep, Settings(noise_target=0.0, repeats=5, warmup=1, budget_s=5, slow_repeats=3)
+    )
     assert fast.status == "ok" and fast.repeats == 5
 
 
@@ -394,5 +402,10 @@ def test_energy_runs_queue_no_pad(monkeypatch: pytest.MonkeyPatch) -> None:
     w = get_workload("vector-add")
     s = w.parse_size("1000")
     prep = prepare(w, s, np.random.default_rng(0))
-    assert run_one(w, "numpy", s, prep, Settings(repeats=3, warmup=1, budget_s=5, energy=True)).ok and pads == []
-    assert run_one(w, "numpy", s, prep, Settings(repeats=3, warmup=1, budget_s=5)).ok and len(pads) == 3
+    assert (
+        run_one(w, "numpy", s, prep, Settings(noise_target=0.0, repeats=3, warmup=1, budget_s=5, energy=True)).ok
+        and pads == []
+    )
+    assert (
+        run_one(w, "numpy", s, prep, Settings(noise_target=0.0, repeats=3, warmup=1, budget_s=5)).ok and len(pads) == 3
+    )

@@ -19,12 +19,13 @@ def test_bench_exports() -> None:
 
 def test_history_exports() -> None:
     expected = ["BUSY_TIMEOUT_S", "SCHEMA_VERSION", "History", "RunSummary", "default_db_path", "import_file",
-                "open_history", "resolve_path", "write_fallback"]  # fmt: skip
+                "open_history", "resolve_db", "resolve_path", "save_or_keep", "write_fallback"]  # fmt: skip
     assert gpukit.history.__all__ == expected  # constants, classes, functions: ruff's RUF022 order
     assert all(hasattr(gpukit.history, name) for name in expected)
     h = gpukit.history.History
     for method in ("save_run", "load_run", "list_runs", "latest_ceilings", "save_validation", "validations",
-                   "save_loadtest", "loadtests", "close", "__enter__", "__exit__"):  # fmt: skip
+                   "save_loadtest", "loadtests", "save_acceptance", "acceptances", "latest_acceptances",
+                   "previous_identity", "close", "__enter__", "__exit__"):  # fmt: skip
         assert callable(getattr(h, method)), method
 
 

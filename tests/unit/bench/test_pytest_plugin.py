@@ -50,7 +50,7 @@ def inputs(rng):
     return {"a": rng.standard_normal(4096, dtype=np.float32)}
 
 def test_fast(gpukit_bench):
-    gpukit_bench(lambda a: a * 2, inputs=inputs, reference=lambda a: a * 2, repeat=3)
+    gpukit_bench(lambda a: a * 2, inputs=inputs, reference=lambda a: a * 2, repeat=5, max_time_s=0.5)
 
 def test_wrong(gpukit_bench):
     gpukit_bench(lambda a: a * 3, inputs=inputs, reference=lambda a: a * 2, repeat=3)
@@ -74,9 +74,20 @@ def test_plugin_gates_on_the_check_and_the_baseline(pytester: pytest.Pytester) -
     doc = json.loads(baseline.read_text())
     (key,) = doc["rows"]
     assert key.endswith("test_fast::numpy") and doc["rows"][key]["unit"] == "gbps" and doc["rows"][key]["value"] > 0
-    doc["rows"][key]["value"] *= 1000  # a baseline 1000× faster: this run must fall short
+    assert doc["rows"][key]["stats"]["n"] >= 3 and doc["state"]["versions"]["numpy"]
+    for name in ("median_s", "q1_s", "q3_s", "ci_low_s", "ci_high_s"):  # a baseline 1000× faster: this run is SLOWER
+        doc["rows"][key]["stats"][name] /= 1000
+    doc["rows"][key]["stats"]["n"] = 50
     baseline.write_text(json.dumps(doc))
     res = pytester.runpytest_subprocess(*plugin)
     res.assert_outcomes(failed=2, skipped=1)  # slower than its baseline; wrong; a backend not available here
     text = res.stdout.str()
-    assert "below its baseline" in text and "check failed" in text and "gpukit_bench" in text
+    assert "SLOWER than its baseline" in text and "check failed" in text and "gpukit_bench" in text
+    doc["state"]["machine"]["cpu_model"] = "another CPU"  # a baseline of another machine: refused, or --force
+    baseline.write_text(json.dumps(doc))
+    refused = pytester.runpytest_subprocess(*plugin, "-k", "fast")
+    refused.assert_outcomes(failed=1)
+    assert "different hardware states: cpu_model" in refused.stdout.str()
+    forced = pytester.runpytest_subprocess(*plugin, "-k", "fast", "--gpukit-bench-force")
+    forced.assert_outcomes(failed=1)
+    assert "SLOWER than its baseline" in forced.stdout.str()

@@ -193,7 +193,7 @@ def test_legacy_plan_file_and_v1_file_are_migrated(tmp_path: Path) -> None:
     from gpukit.history.schema import _V1
 
     con = sqlite3.connect(v1)
-    con.executescript(_V1)
+    con.executescript(_V1.format(pk="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL"))
     con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
     con.commit()
     con.close()
@@ -250,10 +250,59 @@ def test_fallback_file_then_import(tmp_path: Path) -> None:
 def test_read_only_file_is_refused_even_for_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same refusal when the file opens read-only for a reason permissions do not show (root, a read-only
     mount): the write probe, not os.access, is what decides."""
-    import gpukit.history.store as store
+    import gpukit.history.dialect as store
 
     path = tmp_path / "r.db"
     open_history(path).close()
     real = sqlite3.connect
-    monkeypatch.setattr(store.sqlite3, "connect", lambda p, timeout: real(f"file:{p}?mode=ro", uri=True))
+    monkeypatch.setattr(
+        store.sqlite3,
+        "connect",
+        lambda p, timeout, isolation_level: real(f"file:{p}?mode=ro", uri=True, isolation_level=None),
+    )
     _fast_refusal(path, "read-only")
+
+
+def test_a_v2_file_reads_without_being_migrated_then_migrates_on_write(tmp_path: Path) -> None:
+    """A reader (history list/show, report) of a file an older gpukit wrote sees its runs, without the node columns
+    schema 3 adds and without changing the file; the first writer migrates it, keeping every run."""
+    from gpukit.history.schema import _V1, _V2
+
+    v2 = tmp_path / "v2.db"
+    con = sqlite3.connect(v2)
+    con.executescript((_V1 + _V2).format(pk="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL"))
+    con.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+    settings = json.dumps({"workloads": ["saxpy"]})
+    con.execute("INSERT INTO runs (started_at, hostname, machine_json, versions_json, settings_json, ceilings_json)"
+                " VALUES ('2026-11-30T05:00:00Z', 'old', '{}', '{}', ?, '{}')", (settings,))  # fmt: skip
+    con.commit()
+    con.close()
+    with open_history(v2, create=False) as h:
+        (s,) = h.list_runs()
+        assert (s.hostname, s.workloads, s.node) == ("old", ["saxpy"], None)
+        assert "node" not in h.load_run(s.id) and h.list_runs(node="old") == []
+        assert h.previous_identity("old") is None and h.acceptances() == [] and h.latest_acceptances() == []
+    assert sqlite3.connect(v2).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    with open_history(v2, node="new") as h:
+        h.save_run(_run_doc())
+        assert [r.node for r in h.list_runs()] == ["new", None]
+        assert h.previous_identity("new") is not None
+    assert sqlite3.connect(v2).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+
+
+def test_gpukit_writers_take_turns_on_the_lock_file(tmp_path: Path) -> None:
+    """Writers of one file wait for their turn on ``<file>.lock`` (polled every millisecond, fair under many
+    writers), up to the busy timeout; then the save is refused as locked, nothing written."""
+    import fcntl
+
+    path = tmp_path / "r.db"
+    with open_history(path, busy_timeout_s=0.3) as h:
+        fd = os.open(f"{path}.lock", os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another gpukit's turn
+        t0 = time.perf_counter()
+        with pytest.raises(StoreError, match="locked"):
+            h.save_loadtest({"url": "http://a"})
+        assert 0.3 <= time.perf_counter() - t0 < 2.0
+        threading.Timer(0.1, os.close, (fd,)).start()  # the other's turn ends while this one waits
+        assert h.save_loadtest({"url": "http://b"}) == 1
+        assert [r["url"] for r in h.loadtests()] == ["http://b"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpukit.bench.results import Result, Run
+from gpukit.bench.results import Run
 from gpukit.hardware.specs import get_spec
 from gpukit.history import open_history
 from gpukit.plan import comm
@@ -78,9 +78,11 @@ def _history_with_busbw(db: Path) -> None:
             for s, g, b in ((MiB, "per-call", 22.0), (MiB, "captured", 50.0), (64 * MiB, "per-call", 270.0),
                             (GiB_, "per-call", 330.0))]  # fmt: skip
     rows.append(dict(rows[0], ranks=1, busbw_gbps=0.0))
-    settings = {"workloads": ["allreduce"], "multi_gpu": {"kind": "collectives", "rows": rows}}
+    from gpukit.bench.collectives.results import CollectiveRow, as_result
+
+    settings = {"workloads": ["allreduce"], "kind": "collectives"}
     run = Run("2026-12-01T00:00:00+00:00", {"hostname": "h200x2", "gpus": ["NVIDIA H200"]}, {}, settings,
-              results=[Result("allreduce", "nccl-x2", "cuda", "1MiB")])  # fmt: skip
+              results=[as_result(CollectiveRow.from_dict(r)) for r in rows])  # fmt: skip
     with open_history(db) as history:
         history.save_run(run.to_dict())
 

@@ -6,13 +6,17 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gpukit.bench.collectives.device import device_state
 from gpukit.bench.collectives.launch import LaunchResult, launch, run_inline, under_torchrun
 from gpukit.bench.collectives.ops import DTYPES, get_op
-from gpukit.bench.collectives.results import CollectiveRow, MultiRun
+from gpukit.bench.collectives.results import CollectiveRow, multi_run
 from gpukit.bench.workloads._common import bytes_label, parse_elements
 from gpukit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gpukit.bench.results import Run
 
 __all__ = ["CollectiveRequest", "default_sizes", "device_state", "parse_sizes", "run_collectives"]
 
@@ -37,23 +41,6 @@ def parse_sizes(texts: list[str]) -> list[int]:
     return [parse_elements(t, 1) for t in texts]
 
 
-def device_state(device: str) -> tuple[int, str | None]:
-    """(GPUs torch sees, why this device cannot run collectives here or None)."""
-    import torch
-    import torch.distributed as dist
-
-    if not dist.is_available():
-        return 0, "torch was built without torch.distributed"
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if device == "cuda":
-        if gpus == 0:
-            return 0, "no CUDA GPU that torch can see"
-        if not dist.is_nccl_available():
-            return gpus, "torch was built without NCCL"
-        return gpus, None
-    return gpus, None if dist.is_gloo_available() else "torch was built without gloo"
-
-
 @dataclass(frozen=True)
 class CollectiveRequest:
     ops: tuple[str, ...]
@@ -65,6 +52,10 @@ class CollectiveRequest:
     repeats: int | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     graph: bool = True  # also the CUDA-graph-captured loop (CUDA only)
+
+    def run(self) -> Run:
+        """Measure it (``gpukit.bench.runner.execute`` calls this, as for any request)."""
+        return run_collectives(self)
 
 
 def _validate(req: CollectiveRequest) -> None:
@@ -103,7 +94,7 @@ def _missing(req: CollectiveRequest, sizes: list[int], ranks: int, have: list[Co
     ]
 
 
-def run_collectives(req: CollectiveRequest) -> MultiRun:
+def run_collectives(req: CollectiveRequest) -> Run:
     """Measure every (op, dtype, size) of ``req``; never raises for a rank that dies or hangs (a failed row)."""
     _validate(req)
     t0 = time.perf_counter()
@@ -113,15 +104,15 @@ def run_collectives(req: CollectiveRequest) -> MultiRun:
     ranks = req.ranks or (gpus if req.device == "cuda" else 2)
     settings = {"ops": list(req.ops), "device": req.device, "ranks": ranks, "sizes": [bytes_label(s) for s in sizes],
                 "dtypes": list(req.dtypes), "quick": req.quick, "timeout_s": req.timeout_s}  # fmt: skip
-    run = MultiRun("collectives", started, settings)
     if why is None and req.device == "cuda" and ranks > gpus and not under_torchrun():
         raise ConfigError(
             f"--ranks {ranks} but this machine has {gpus} GPU(s)",
             hint=f"use --ranks {gpus} or fewer (one rank per GPU), or torchrun for several nodes",
         )
     if why is not None:
-        run.rows = list(_missing(req, sizes, ranks, [], "unavailable", why))
-        return _done(run, t0)
+        return multi_run(
+            "collectives", started, settings, list(_missing(req, sizes, ranks, [], "unavailable", why)), t0
+        )
     if under_torchrun():
         import os
 
@@ -131,13 +122,9 @@ def run_collectives(req: CollectiveRequest) -> MultiRun:
     else:
         settings["launcher"] = "gpukit"
         result = launch(_job(req, sizes), ranks, req.timeout_s)
-    run.rows = [CollectiveRow.from_dict(r) for r in result.rows]
+    rows: list[Any] = [CollectiveRow.from_dict(r) for r in result.rows]
+    failure = None
     if result.failure is not None:
-        run.failure = result.failure.message()
-        run.rows += _missing(req, sizes, ranks, run.rows, "failed", run.failure)
-    return _done(run, t0)
-
-
-def _done(run: MultiRun, t0: float) -> MultiRun:
-    run.duration_s = time.perf_counter() - t0
-    return run
+        failure = result.failure.message()
+        rows += _missing(req, sizes, ranks, rows, "failed", failure)
+    return multi_run("collectives", started, settings, rows, t0, failure)

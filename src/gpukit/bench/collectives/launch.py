@@ -184,6 +184,22 @@ def launch(job: dict[str, Any], ranks: int, timeout_s: float, env: dict[str, str
     return result
 
 
+# What a rank runs, per job kind, named (not imported) here: the worker and scaling import this module, so launch
+# importing them would close a circle. ``rank_function`` resolves the name when a rank starts.
+RANK_ENTRIES = {
+    "collectives": "gpukit.bench.collectives.worker:run_collectives",
+    "scaling": "gpukit.bench.collectives.scaling:run_scaling_rank",
+}
+
+
+def rank_function(job: dict[str, Any]) -> Any:
+    """The function one rank of ``job`` runs: ``fn(job, job_dir | None) -> rows``."""
+    import importlib
+
+    module, _, name = RANK_ENTRIES[job["kind"]].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def run_inline(job: dict[str, Any], timeout_s: float) -> LaunchResult:
     """This process is one rank of a torchrun job: run it here. Rank 0 gets the rows, the others an empty list."""
     from gpukit.bench.collectives import group
@@ -192,14 +208,7 @@ def run_inline(job: dict[str, Any], timeout_s: float) -> LaunchResult:
     job = dict(job, timeout_s=timeout_s)
     job["device_name"] = group.join(job["device"], timeout_s)
     try:
-        if job["kind"] == "scaling":
-            from gpukit.bench.collectives.scaling import run_scaling_rank
-
-            rows = run_scaling_rank(job, None)
-        else:
-            from gpukit.bench.collectives.worker import run_collectives
-
-            rows = run_collectives(job, None)
+        rows = rank_function(job)(job, None)
     finally:
         group.leave()
     return LaunchResult(rows=rows, wall_s=time.time() - started)

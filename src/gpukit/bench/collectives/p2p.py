@@ -15,9 +15,14 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from gpukit.bench.collectives.results import P2PRow
+
+if TYPE_CHECKING:
+    from gpukit.bench.results import Run
 
 __all__ = ["DEFAULT_P2P_BYTES", "link_types", "run_p2p"]
 
@@ -139,6 +144,23 @@ def _measure(a: int, b: int, mode: str, peer: bool, pair: _Pair, link: str | Non
 def _latency(a: int, b: int, peer: bool) -> float:
     small = _Pair(a, b, LATENCY_BYTES)
     return statistics.median(_time(lambda: small.copy(a, peer), [a, b], 10, 0.02)) * 1e6
+
+
+@dataclass(frozen=True)
+class P2PRequest:
+    """What `gpukit bench p2p` measures: bytes per copy and timed samples per row."""
+
+    size_bytes: int = DEFAULT_P2P_BYTES
+    repeats: int = 10
+
+    def run(self) -> Run:
+        """Every pair, as :func:`run_p2p`, as a :class:`~gpukit.bench.results.Run` (``runner.execute`` calls it)."""
+        from gpukit.bench.collectives.results import multi_run
+
+        t0 = time.perf_counter()
+        started = datetime.now(UTC).isoformat(timespec="seconds")
+        rows = run_p2p(self.size_bytes, self.repeats)
+        return multi_run("p2p", started, {"size_bytes": self.size_bytes, "repeats": self.repeats}, list(rows), t0)
 
 
 def run_p2p(nbytes: int = DEFAULT_P2P_BYTES, repeats: int = 10) -> list[P2PRow]:

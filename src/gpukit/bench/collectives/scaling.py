@@ -16,11 +16,15 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gpukit.bench.collectives.device import device_state
 from gpukit.bench.collectives.launch import launch, under_torchrun
-from gpukit.bench.collectives.results import MultiRun, ScalingRow
+from gpukit.bench.collectives.results import ScalingRow, multi_run
 from gpukit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gpukit.bench.results import Run
 
 __all__ = ["MODELS", "ScalingRequest", "rank_counts", "run_scaling", "run_scaling_rank"]
 
@@ -147,6 +151,10 @@ class ScalingRequest:
     def cuda(self) -> bool:
         return self.device == "cuda"
 
+    def run(self) -> Run:
+        """Measure it (``gpukit.bench.runner.execute`` calls this, as for any request)."""
+        return run_scaling(self)
+
     @property
     def batch(self) -> int:
         return self.batch_arg or (64 if self.cuda else 8)
@@ -173,10 +181,8 @@ class ScalingRequest:
         return 5 if self.cuda else 1
 
 
-def run_scaling(req: ScalingRequest) -> MultiRun:
+def run_scaling(req: ScalingRequest) -> Run:
     """Every rank count 1 … N; a count that dies or hangs is a failed row naming the rank, the others go on."""
-    from gpukit.bench.collectives.api import device_state
-
     if under_torchrun():
         raise ConfigError("bench scaling starts its own ranks (one set per rank count)", hint="run it without torchrun")
     t0 = time.perf_counter()
@@ -186,27 +192,26 @@ def run_scaling(req: ScalingRequest) -> MultiRun:
         raise ConfigError(f"--max-gpus {top} but this machine has {gpus} GPU(s)", hint=f"use --max-gpus {gpus}")
     settings = {"model": req.model, "device": req.device, "max_ranks": top, "batch_per_rank": req.batch,
                 "image_size": req.image_size, "timeout_s": req.timeout_s}  # fmt: skip
-    run = MultiRun("scaling", datetime.now(UTC).isoformat(timespec="seconds"), settings)
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     backend = "nccl" if req.device == "cuda" else "gloo"
     if why is not None:
-        run.rows = [ScalingRow(req.model, n, req.device, backend, status="unavailable", reason=why)
-                    for n in rank_counts(max(top, 1))]  # fmt: skip
-        run.duration_s = time.perf_counter() - t0
-        return run
+        return multi_run("scaling", started, settings, [ScalingRow(req.model, n, req.device, backend,
+                         status="unavailable", reason=why) for n in rank_counts(max(top, 1))], t0)  # fmt: skip
     job = {"kind": "scaling", "device": req.device, "model": req.model, "batch": req.batch,
            "image_size": req.image_size, "warmup": req.warmup, "repeats": req.repeats,
            "per_sample": req.per_sample}  # fmt: skip
+    rows: list[Any] = []
+    failure: str | None = None
     for n in rank_counts(top):
         result = launch(job, n, req.timeout_s)
         if result.failure is not None or not result.rows:
             reason = result.failure.message() if result.failure else "no result"
-            run.rows.append(ScalingRow(req.model, n, req.device, backend, status="failed", reason=reason))
-            run.failure = run.failure or reason
+            rows.append(ScalingRow(req.model, n, req.device, backend, status="failed", reason=reason))
+            failure = failure or reason
             continue
-        run.rows.append(ScalingRow.from_dict(result.rows[0]))
-    one = next((r for r in run.rows if r.ranks == 1 and r.ok and r.images_per_s), None)
-    for r in run.rows:
+        rows.append(ScalingRow.from_dict(result.rows[0]))
+    one = next((r for r in rows if r.ranks == 1 and r.ok and r.images_per_s), None)
+    for r in rows:
         if one is not None and r.ok and r.images_per_s and one.images_per_s:
             r.efficiency = r.images_per_s / (r.ranks * one.images_per_s)
-    run.duration_s = time.perf_counter() - t0
-    return run
+    return multi_run("scaling", started, settings, rows, t0, failure)

@@ -273,13 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     device = group.join(job["device"], job["timeout_s"])
     job["device_name"] = device
     Ctx(job_dir, device).beat("joined the group")
-    try:
-        if job["kind"] == "scaling":
-            from gpukit.bench.collectives.scaling import run_scaling_rank
+    from gpukit.bench.collectives.launch import rank_function
 
-            rows = run_scaling_rank(job, job_dir)
-        else:
-            rows = run_collectives(job, job_dir)
+    try:
+        rows = rank_function(job)(job, job_dir)
         if int(os.environ.get("RANK", "0")) == 0:
             (job_dir / "result.json").write_text(json.dumps(rows))
     finally:

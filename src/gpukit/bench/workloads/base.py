@@ -140,6 +140,9 @@ class Workload:
     republish: Callable[[Mapping[str, Any]], None] | None = None
     # analyse's per-workload hook: fills % of ceiling (or other figures) across the finished rows of one run
     annotate: Callable[[Sequence[Result]], None] | None = None
+    # A user calls it once between other work (not in a loop): --cache auto measures it cold where its working set
+    # fits in the last-level cache (bench/conditions.py)
+    called_once: bool = False
 
     tolerance: Callable[[Size], float | None] = lambda size: TOLERANCE.get(
         str(size.get("compute_dtype") or size.get("dtype"))

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Issue 24 on one GPU (written for the H200): noise-based stopping, throttle discards and the SAME/SLOWER comparison,
+# measured. Parts, so each device call stays under 10 minutes (PART=all runs them in order; REPS=20 by default):
+#
+#   quick  REPS × `gpukit bench --quick --device cuda` (noise-stopped) + 3 × the same with --noise-target 0
+#          (the fixed count of before), each wall-timed                                         ~ REPS × 15 s
+#   big    REPS × `bench vector-add saxpy --size 1GiB:float32 --device cuda --no-ceilings`          ~ REPS × 15 s
+#   gemm   REPS × `bench gemm --size 8192:bf16 --device cuda --no-ceilings`                        ~ REPS × 10 s
+#   shift  REPS × (shift-0 run, 2 % more work) and REPS × (shift-0, 5 % more work) of engine_shift_workload.py
+#   report engine_rerun_report.py over the history → $OUT/engine_rerun.md and .json
+#
+#   OUT=/some/dir PART=quick bash benchmarks/scripts/engine_rerun_h200.sh   (PYTHON=python3.12 picks the interpreter)
+#
+# Everything goes into one history, $OUT/engine.db (or $DB), so later parts and the report see the earlier ones: a
+# part too long for one device call (quick: ~REPS × 30 s on an H200 host) can run as two calls with REPS=10 and the
+# same DB (carry it back in between, or run both calls in one warm lease). The report pairs consecutive runs.
+set -u
+cd "$(dirname "$0")/../.."
+: "${OUT:?set OUT to the output folder}"
+mkdir -p "$OUT"
+export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}"
+PY=${PYTHON:-python3}
+REPS=${REPS:-20}
+PART=${PART:-all}
+DB=${DB:-$OUT/engine.db}
+LOG="$OUT/log.txt"
+WALLS="$OUT/walls.txt"
+SHIFT=benchmarks/scripts/engine_shift_workload.py
+say() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$LOG"; }
+# gk TAG ARGS...: one `gpukit bench` run saved in $DB, wall-timed into $WALLS under TAG
+gk() {
+  local tag=$1; shift
+  local t0; t0=$(date +%s%N)
+  timeout 300 "$PY" -m gpukit bench "$@" >"$OUT/last.json" 2>>"$LOG"
+  local rc=$?
+  local ms=$((($(date +%s%N) - t0) / 1000000))
+  echo "$tag $((ms / 1000)).$(printf %03d $((ms % 1000))) rc=$rc" >>"$WALLS"
+}
+
+nvidia-smi --query-gpu=name,serial,driver_version,clocks.applications.graphics,power.limit,persistence_mode \
+  --format=csv >>"$LOG" 2>&1 || true
+"$PY" -c "import torch, numpy; print('torch', torch.__version__, 'numpy', numpy.__version__)" >>"$LOG" 2>&1
+
+if [[ $PART == all || $PART == quick ]]; then
+  say "quick: $REPS noise-stopped reruns, then 3 with a fixed count"
+  for i in $(seq 1 "$REPS"); do gk quick --quick --device cuda --db "$DB" --json; done
+  for i in 1 2 3; do gk quick-fixed --quick --device cuda --noise-target 0 --db "$DB" --json; done
+fi
+if [[ $PART == all || $PART == big ]]; then  # no ceilings: reruns compare rows; the datasheet still judges them
+  say "big: $REPS × 1 GiB vector add / SAXPY"
+  for i in $(seq 1 "$REPS"); do
+    gk big vector-add saxpy --size 1GiB:float32 --device cuda --no-ceilings --db "$DB" --json
+  done
+fi
+if [[ $PART == all || $PART == gemm ]]; then
+  say "gemm: $REPS × GEMM 8192 bf16"
+  for i in $(seq 1 "$REPS"); do gk gemm gemm --size 8192:bf16 --device cuda --no-ceilings --db "$DB" --json; done
+fi
+if [[ $PART == all || $PART == shift ]]; then
+  for s in 0.02 0.05; do
+    say "shift $s: $REPS pairs (shift 0, then $s more work)"
+    for i in $(seq 1 "$REPS"); do
+      GPUKIT_SHIFT=0 gk "shift-base-$s" -w "$SHIFT:SHIFT_ADD" --size 256MiB --device cuda --no-ceilings --db "$DB" --json
+      GPUKIT_SHIFT=$s gk "shift-$s" -w "$SHIFT:SHIFT_ADD" --size 256MiB --device cuda --no-ceilings --db "$DB" --json
+    done
+  done
+fi
+if [[ $PART == all || $PART == report ]]; then
+  say "report"
+  "$PY" benchmarks/scripts/engine_rerun_report.py "$DB" "$WALLS" "$OUT/engine_rerun" "$REPS" >>"$LOG" 2>&1
+  cat "$OUT/engine_rerun.md" 2>/dev/null
+fi

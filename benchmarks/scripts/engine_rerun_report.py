@@ -1,0 +1,108 @@
+"""Reads the history written by engine_rerun_h200.sh and writes the figures issue 24 asks for (Markdown + JSON).
+
+    python benchmarks/scripts/engine_rerun_report.py DB WALLS.txt OUT_PREFIX REPS
+
+Runs are grouped by the command they were started with (``settings.command``); the shift runs (the one command
+with ``SHIFT_ADD``, run with GPUKIT_SHIFT set) alternate shift 0 / shifted, REPS pairs at 2 % then REPS at 5 %.
+
+* reruns: consecutive runs of the same command, compared with `gpukit history compare`'s function; the share of
+  row pairs that come out SAME, and any SLOWER/FASTER (there must be none on unchanged code);
+* shift: each shift-0 run against the shifted run that followed it (2 % and 5 %): the share that comes out SLOWER;
+* before/after: per row, spread (MAD / median) and samples with a fixed count (``--noise-target 0``, the old way)
+  and with noise-based stopping;
+* discarded samples over every run; ``--quick`` wall times (WALLS.txt: "label seconds" lines).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from gpukit.bench.baselines import StateDiffers, compare_runs
+from gpukit.bench.results import Run
+from gpukit.history import open_history
+
+
+def _runs(db: Path) -> list[Run]:
+    with open_history(db, create=False) as h:
+        ids = sorted(r.id for r in h.list_runs(10_000))
+        return [Run.from_dict(h.load_run(i)) for i in ids]
+
+
+def _tag(run: Run) -> str:
+    command = str(run.settings.get("command") or "")
+    if "SHIFT_ADD" in command:
+        return "shift"
+    if "--noise-target 0" in command:
+        return "quick-fixed"
+    if "--quick" in command:
+        return "quick"
+    return "gemm" if " gemm " in f"{command} " else "big"
+
+
+def _pairs(a: list[Run], b: list[Run]) -> dict[str, Any]:
+    verdicts: Counter[str] = Counter()
+    refused = 0
+    for ra, rb in zip(a, b, strict=False):
+        try:
+            rows = compare_runs(ra, rb)
+        except StateDiffers:
+            refused += 1
+            continue
+        verdicts.update(c.verdict for c in rows if c.verdict in ("SAME", "FASTER", "SLOWER", "UNSURE"))
+    n = sum(verdicts.values())
+    return {"pairs": min(len(a), len(b)), "row_pairs": n, "refused_pairs": refused, "verdicts": dict(verdicts),
+            "same_share": verdicts["SAME"] / n if n else None, "slower_share": verdicts["SLOWER"] / n if n else None}
+
+
+def _spreads(runs: list[Run]) -> dict[str, dict[str, float]]:
+    per: dict[str, list[tuple[float, int, bool]]] = defaultdict(list)
+    for run in runs:
+        for r in run.results:
+            if r.ok and r.rel_mad is not None:
+                per[f"{r.workload} {r.backend} {r.size}"].append((r.rel_mad, r.repeats, bool(r.settled)))
+    return {k: {"rel_mad_median": statistics.median(v[0] for v in vals),
+                "samples_median": statistics.median(v[1] for v in vals),
+                "settled_share": sum(v[2] for v in vals) / len(vals)} for k, vals in per.items()}  # fmt: skip
+
+
+def main(db: Path, walls: Path, prefix: Path, reps: int) -> None:
+    runs = _runs(db)
+    by: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        by[_tag(run)].append(run)
+    doc: dict[str, Any] = {"tags": {k: len(v) for k, v in by.items()}}
+    for tag in ("quick", "big", "gemm"):
+        group = by.get(tag, [])
+        doc[f"reruns_{tag}"] = _pairs(group[:-1], group[1:])
+    shifted = by.get("shift", [])
+    for k, shift in enumerate(("0.02", "0.05")):
+        block = shifted[2 * reps * k : 2 * reps * (k + 1)]  # base, shifted, base, shifted, ...
+        doc[f"shift_{shift}"] = _pairs(block[0::2], block[1::2])
+    doc["before_after"] = {"fixed": _spreads(by.get("quick-fixed", [])), "noise": _spreads(by.get("quick", []))}
+    doc["discarded"] = dict(sum((Counter(r.discarded) for run in runs for r in run.results), Counter()))
+    doc["walls_s"] = [line.split() for line in walls.read_text().splitlines() if line.strip()] if walls.exists() else []
+    prefix.with_suffix(".json").write_text(json.dumps(doc, indent=1, default=str))
+    lines = ["# engine rerun figures", ""]
+    for key in ("reruns_quick", "reruns_big", "reruns_gemm", "shift_0.02", "shift_0.05"):
+        d = doc[key]
+        lines.append(f"- {key}: {d['pairs']} pairs, {d['row_pairs']} row pairs, verdicts {d['verdicts']}, "
+                     f"SAME {d['same_share']}, SLOWER {d['slower_share']}, refused {d['refused_pairs']}")  # fmt: skip
+    lines += ["", f"- discarded samples: {doc['discarded'] or 'none'}", "", "| row | fixed: MAD/median | samples |"
+              " noise-stopped: MAD/median | samples | settled |", "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    fixed, noise = doc["before_after"]["fixed"], doc["before_after"]["noise"]
+    for row in sorted(set(fixed) | set(noise)):
+        f, n = fixed.get(row, {}), noise.get(row, {})
+        lines.append(f"| {row} | {f.get('rel_mad_median', float('nan')):.4f} | {f.get('samples_median', '')} | "
+                     f"{n.get('rel_mad_median', float('nan')):.4f} | {n.get('samples_median', '')} | "
+                     f"{n.get('settled_share', '')} |")  # fmt: skip
+    lines += ["", "wall times (s): " + ", ".join(" ".join(w) for w in doc["walls_s"])]
+    prefix.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]))
