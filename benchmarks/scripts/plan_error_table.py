@@ -35,6 +35,8 @@ SEARCH = {
     "cnn_elementwise_passes": [float(x) for x in range(2, 61, 2)],
     "overlap_penalty": [x / 20 for x in range(0, 21)],
     "decode_overlap_penalty": [x / 20 for x in range(0, 21)],
+    "host_scale": [x / 10 for x in range(5, 26)],
+    "decode_host_scale": [x / 10 for x in range(5, 31)],
 }
 
 

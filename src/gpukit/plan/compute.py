@@ -114,8 +114,12 @@ class PhaseTime:
 
 def _phase(name: str, gemm: float, attn: float, memory: float, host: float, t: TimingProfile) -> PhaseTime:
     gpu = gemm + attn + memory
-    # generate() synchronises once per token (its stop check), so its steps overlap less than a training phase
-    penalty = t.decode_overlap_penalty if name in ("prefill", "decode_token") else t.overlap_penalty
+    decode = name in ("prefill", "decode_token")
+    # the host floor is measured on tiny models; a real model's Python runs slower per op (larger caches and
+    # allocator work): a fitted scale per kind. generate() synchronises once per token (its stop check), so its
+    # steps overlap less than a training phase.
+    host *= t.decode_host_scale if decode else t.host_scale
+    penalty = t.decode_overlap_penalty if decode else t.overlap_penalty
     total = max(gpu, host) + penalty * min(gpu, host)
     parts = {"gemm": gemm, "attention": attn, "memory": memory}
     bound = "host" if host >= gpu else max(parts, key=lambda k: parts[k])

@@ -75,16 +75,17 @@ def profile_for(family: str, mode: str) -> ActivationProfile:
 @dataclass(frozen=True)
 class TimingProfile:
     """The time model's few fitted constants (compute.py); everything else it uses is a measured part
-    (``plan --calibrate``, plan/calibration.py). These values are the 2026-11-30 fit's (an H200 host,
-    benchmarks/plan_calibration_h200_2026-11-30.md), which added host and GPU time — an overlap penalty of 1 — and
-    go with its host floor (calibration.fitted_host_2026_11_30). benchmarks/scripts/plan_error_table.py refits them on
-    the fit set of a measured error table (docs/plan.md says how)."""
+    (``plan --calibrate``, plan/calibration.py). Fitted by benchmarks/scripts/plan_error_table.py on the fit rows of
+    benchmarks/plan-error_h200_2026-12-01.md (an H200; the held-out third never seen by the fit); docs/plan.md says
+    how to refit them."""
 
-    elementwise_passes: float = 9.2  # activation + logits bytes are moved this many times over forward+backward
+    elementwise_passes: float = 2.0  # activation + logits bytes are moved this many times over forward+backward
     recompute_traffic_fraction: float = 1 / 3  # recomputation moves the forward's share of the activation traffic
-    cnn_elementwise_passes: float = 20.0  # CNN activations (conv, batch-norm, ReLU, pooling) moved this often
-    overlap_penalty: float = 1.0  # phase = max(gpu, host) + this × min(gpu, host): where the other one is the bound
-    decode_overlap_penalty: float = 1.0  # the same for prefill and a decode step of generate()
+    cnn_elementwise_passes: float = 26.0  # CNN activations (conv, batch-norm, ReLU, pooling) moved this often
+    overlap_penalty: float = 0.65  # phase = max(gpu, host) + this × min(gpu, host): where the other one is the bound
+    decode_overlap_penalty: float = 0.65  # the same for prefill and a decode step of generate()
+    host_scale: float = 0.9  # a real model's host floor / the calibrated tiny models' (training phases)
+    decode_host_scale: float = 1.1  # the same for prefill and a decode step
 
 
 TIMING = TimingProfile()

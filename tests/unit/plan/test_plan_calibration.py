@@ -154,16 +154,20 @@ def test_cli_prints_each_phase_with_its_bound(run_cli: Any) -> None:
     assert "forward" in line and "optimizer" in line and "(host-bound)" in line
 
 
-def test_without_a_calibration_the_host_floor_is_the_earlier_h200_fit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    cal = find_calibration(get_spec("h200-sxm"))
-    if cal.measured:
-        pytest.skip("a measured H200 calibration ships: the fallback is not used for it")
-    assert "2026-11-30" in cal.source
+def test_the_fallback_host_floor_is_the_earlier_h200_fit() -> None:
+    from gpukit.plan.calibration import fitted_host_2026_11_30
+
+    host, decode, cnn = fitted_host_2026_11_30()
     # 1.36 ms per layer forward + backward, +0.65 ms under autocast, +0.36 + 1.56 ms with checkpointing under it
-    fwd, bwd = cal.host["llama|amp|non-reentrant"]["forward"], cal.host["llama|amp|non-reentrant"]["backward"]
+    fwd, bwd = host["llama|amp|non-reentrant"]["forward"], host["llama|amp|non-reentrant"]["backward"]
     assert fwd[1] + bwd[1] == pytest.approx((1.36 + 0.65 + 0.36 + 1.56) / 1e3)
-    assert cal.host_decode["gpt2"]["token"] == (0.5e-3, 0.42e-3)
-    assert sum(cal.host_cnn["resnet50|fp32"].values()) == pytest.approx(54 * 0.2e-3)
+    assert decode["gpt2"]["token"] == (0.5e-3, 0.42e-3)
+    assert sum(cnn["resnet50|fp32"].values()) == pytest.approx(54 * 0.2e-3)
+
+
+def test_other_gpus_take_the_shipped_h200_host_floor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    h200 = find_calibration(get_spec("h200-sxm"))
+    a100 = find_calibration(get_spec("a100-80gb"))
+    assert h200.measured and not a100.measured and "host floor from the H200 calibration" in a100.source
+    assert a100.host == h200.host and a100.gemm["bf16"] != h200.gemm["bf16"]
