@@ -1,5 +1,6 @@
 """`gpukit plan --measure` on a real GPU: the prediction must hold (±10 % peak allocated; step time within the
-error table's held-out maximum, ±25 %, where the GPU has a calibration), and the per-phase split must add up."""
+largest error of the H200 table, ±60 % — benchmarks/plan-error_h200_2026-12-01.md — where the GPU has a
+calibration), and the per-phase split must add up."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def _check(model_name: str, **kw: object) -> None:
     for name, part in m.profile.items():  # kernels ran, and a phase's busy time fits inside its span
         assert 0 < part["device_s"] <= m.phase_s[name] * 1.5 + part["host_s"], name
     if t.calibrated:  # a measured calibration for this GPU model (shipped for the H200)
-        assert t.step_s is not None and t.step_s / m.step_s == pytest.approx(1.0, abs=0.25)
+        assert t.step_s is not None and t.step_s / m.step_s == pytest.approx(1.0, abs=0.60)
 
 
 def test_seed_cnn() -> None:
