@@ -107,6 +107,15 @@ def _time_lines(d: dict[str, Any]) -> list[str]:
     ]
 
 
+def _phase_lines(d: dict[str, Any]) -> list[str]:
+    """One line: each phase's predicted time and the bound it hits (the time model's parts, compute.py)."""
+    phases = d.get("time", {}).get("phases") or []
+    if not phases:
+        return []
+    parts = [f"{p['name'].replace('_', ' ')} {render.fmt_seconds(p['total_s'])} ({p['bound']}-bound)" for p in phases]
+    return ["  per phase: " + ", ".join(parts)]
+
+
 def _cost_table(d: dict[str, Any]) -> Any:
     rows = []
     for c in d["cost"]:
@@ -160,7 +169,7 @@ def _print_plan(d: dict[str, Any]) -> None:
     for note in d["memory_notes"]:
         render.console.print(f"  note: {note}")
     render.console.print(_fits_table(d))
-    for line in _time_lines(d):
+    for line in _time_lines(d) + _phase_lines(d):
         render.console.print(line)
     render.console.print(_cost_table(d))
     if hint := _cost_hint(d):
@@ -187,7 +196,42 @@ def _print_measure(c: dict[str, Any]) -> None:
             ("on " + c["device"], "predicted", "measured", "error"), rows, title="predicted vs measured", justify="lrrr"
         )
     )
+    if c.get("phases"):
+        render.console.print(_phase_table(c["phases"]))
+    cold = c.get("measured", {}).get("cold_generate_s")
+    if cold is not None:
+        render.console.print(
+            f"first generate() on these shapes (cold, set-up; not predicted): {render.fmt_seconds(cold)}"
+        )
+    if c.get("calibration"):
+        render.console.print(f"time model: {render.escape(c['calibration'])}")
     render.console.print(f"stored in {c['db']}")
+
+
+def _phase_table(phases: list[dict[str, Any]]) -> Any:
+    def s(v: float | None) -> str:
+        return "n/a" if v is None else render.fmt_seconds(v)
+
+    def err(p: float | None, m: float | None) -> str:
+        return "n/a" if not p or not m else f"{p / m - 1:+.1%}"
+
+    rows = [
+        (
+            r["phase"].replace("_", " "),
+            r["bound"] or "n/a",
+            f"{s(r['predicted_s'])} / {s(r['measured_s'])}",
+            err(r["predicted_s"], r["measured_s"]),
+            f"{s(r['predicted_gpu_s'])} / {s(r['measured_device_s'])}",
+            f"{s(r['predicted_host_s'])} / {s(r['measured_host_s'])}",
+        )
+        for r in phases
+    ]
+    return render.table(
+        ("phase", "bound", "time pred / meas", "error", "GPU pred / device busy", "host pred / meas"),
+        rows,
+        title="per phase (measured: CUDA events; device and host: torch profiler)",
+        justify="llrrrr",
+    )
 
 
 def _compare(d: dict[str, Any], meas: Any, pred_time: float | None) -> dict[str, Any]:
@@ -241,6 +285,12 @@ def register(app: typer.Typer) -> None:
         batch: int = typer.Option(1, "--batch", help="Micro-batch per GPU (sequences or images)."),
         seq: int = typer.Option(2048, "--seq", help="Training sequence length."),
         checkpointing: bool = typer.Option(False, "--checkpointing", help="Activation checkpointing per layer."),
+        checkpointing_variant: str = typer.Option(
+            "non-reentrant",
+            "--checkpointing-variant",
+            help="With --checkpointing: non-reentrant (use_reentrant=False, Hugging Face's default in transformers 5) "
+            "| reentrant (use_reentrant=True, transformers 4.x's default).",
+        ),
         gpus: int = typer.Option(1, "--gpus", help="GPUs in total."),
         shard: str = typer.Option("ddp", "--shard", help="ddp | zero1 | zero2 | zero3 | fsdp"),
         tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree (divides heads)."),
@@ -254,7 +304,15 @@ def register(app: typer.Typer) -> None:
         gpu: str = typer.Option(None, "--gpu", help="GPU for the headline time (catalog key, e.g. h100-sxm)."),
         prices: Path = typer.Option(None, "--prices", help="TOML file overriding/extending the price catalog."),
         db: str = db_option(),
-        measure: bool = typer.Option(False, "--measure", help="Run it on this GPU: predicted vs measured."),
+        measure: bool = typer.Option(False, "--measure", help="Run it on this GPU: predicted vs measured, per phase."),
+        calibrate: bool = typer.Option(
+            False, "--calibrate", help="Measure the time model's parts on this GPU (a few minutes) and save them."
+        ),
+        calibration: Path = typer.Option(
+            None,
+            "--calibration",
+            help="Calibration file to use (or, with --calibrate, to write); default: the one saved for the GPU.",
+        ),
         list_presets: bool = typer.Option(False, "--list", help="List the model presets and exit."),
         json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
     ) -> int:
@@ -266,6 +324,11 @@ def register(app: typer.Typer) -> None:
         if list_presets:
             render.print_json(preset_names()) if json_out else render.console.print("\n".join(preset_names()))
             return 0
+        if calibrate:
+            return _run_calibrate(calibration, json_out)
+        from gpukit.plan.calibration import load_calibration
+
+        cal = load_calibration(calibration) if calibration is not None else None
         spec = load_model(model, params)
         if image_size is not None:
             from gpukit.plan.cnn_count import at_image_size
@@ -279,6 +342,7 @@ def register(app: typer.Typer) -> None:
             batch=batch,
             seq=seq,
             checkpointing=checkpointing,
+            checkpoint_variant=checkpointing_variant,
             gpus=gpus,
             shard=shard,
             tp=tp,
@@ -290,10 +354,12 @@ def register(app: typer.Typer) -> None:
         )
         work = _work(spec, tokens, samples)
         measured = measuring.load_ceilings(db)
-        result = advisor.make_plan(spec, settings, work=work, prices=prices, measured=measured, gpu=gpu, db=db)
+        result = advisor.make_plan(
+            spec, settings, work=work, prices=prices, measured=measured, gpu=gpu, db=db, calibration=cal
+        )
         doc = result.to_dict()
         if measure:
-            doc["measurement"] = _run_measure(spec, settings, doc, db)
+            doc["measurement"] = _run_measure(spec, settings, doc, db, cal)
         if json_out:
             render.print_json(doc)
             return 0
@@ -317,7 +383,7 @@ def _work(spec: Any, tokens: str | None, samples: str | None) -> int | None:
     return parse_param_count(samples, "--samples") if samples else None
 
 
-def _run_measure(spec: Any, settings: Any, doc: dict[str, Any], db: str | None) -> dict[str, Any]:
+def _run_measure(spec: Any, settings: Any, doc: dict[str, Any], db: str | None, cal: Any = None) -> dict[str, Any]:
     from gpukit.hardware.specs import match_spec
     from gpukit.plan import measure as measuring
     from gpukit.plan.compute import estimate_time
@@ -326,13 +392,16 @@ def _run_measure(spec: Any, settings: Any, doc: dict[str, Any], db: str | None) 
     measuring.check_db(db)  # a bad --db is found before the measurement, not after it
     meas = measuring.measure(spec, settings)
     local = match_spec(meas.device_name)
-    pred_time = None  # a GPU without a datasheet row has no predicted time: n/a, not another GPU's figure
+    est = None  # a GPU without a datasheet row has no predicted time: n/a, not another GPU's figure
     if local is not None:
         mem = estimate_memory(spec, settings)
         ceilings = measuring.load_ceilings(db, device_name=meas.device_name)
-        est = estimate_time(spec, settings, mem, local, {k: v for k, v in (ceilings or {}).items() if k != "device"})
-        pred_time = est.step_s if settings.task == "train" else est.total_s
+        measured = {k: v for k, v in (ceilings or {}).items() if k != "device"}
+        est = estimate_time(spec, settings, mem, local, measured, calibration=cal)
+    pred_time = None if est is None else est.step_s if settings.task == "train" else est.total_s
     cmp = _compare(doc, meas, pred_time)
+    cmp["phases"] = compare_phases(est, meas)
+    cmp["calibration"] = None if est is None else est.ceilings_source
     record = {
         "device": meas.device_name,
         "model": doc["model"]["name"],
@@ -343,7 +412,57 @@ def _run_measure(spec: Any, settings: Any, doc: dict[str, Any], db: str | None) 
         "measured_time_s": cmp["measured_time_s"],
         "settings": doc["settings"],
         "measurement": meas.to_dict(),
+        "phases": cmp["phases"],
     }
     cmp["db"] = str(measuring.save_validation(record, db))
     cmp["measured"] = meas.to_dict()
     return cmp
+
+
+def compare_phases(est: Any, meas: Any) -> list[dict[str, Any]]:
+    """Predicted vs measured per phase: total (CUDA events) and its device / host parts (the torch profiler)."""
+    predicted = {p["name"]: p for p in (est.phases if est is not None else [])}
+    rows = []
+    for name, wall in meas.phase_s.items():
+        p = predicted.get(name, {})
+        prof = meas.profile.get(name, {})
+        rows.append({
+            "phase": name,
+            "bound": p.get("bound"),
+            "predicted_s": p.get("total_s"),
+            "measured_s": wall,
+            "predicted_gpu_s": p.get("gpu_s"),
+            "measured_device_s": prof.get("device_s"),
+            "predicted_host_s": p.get("host_s"),
+            "measured_host_s": prof.get("host_s"),
+        })  # fmt: skip
+    return rows
+
+
+def _run_calibrate(path: Path | None, json_out: bool) -> int:
+    from gpukit.errors import DeviceError
+    from gpukit.plan.calibrate import run_calibration
+    from gpukit.plan.calibration import calibration_dir, save_calibration
+
+    try:
+        import torch
+    except ImportError as exc:
+        from gpukit.errors import BackendUnavailable
+
+        raise BackendUnavailable("--calibrate needs PyTorch", hint="pip install 'gpukit[torch]'") from exc
+    if not torch.cuda.is_available():
+        raise DeviceError("--calibrate needs a CUDA GPU (PyTorch sees none)", hint="run it on the GPU to calibrate")
+    with render.console.status("calibrating") as status:
+        cal = run_calibration("cuda", progress=lambda m: status.update(f"calibrating: {m}"))
+    out = save_calibration(cal, path or calibration_dir() / f"{cal.gpu_key}.json")
+    doc = {"path": str(out), **cal.to_dict()}
+    if json_out:
+        render.print_json(doc)
+        return 0
+    big = max(cal.gemm.get("bf16", [(0.0, 0.0)]), key=lambda r: r[0])[1]
+    render.console.print(
+        f"calibration for {render.escape(cal.gpu_name)} written to {render.escape(str(out))}: copy "
+        f"{cal.bandwidth_gbps:,.0f} GB/s, decode read {cal.decode_gbps:,.0f} GB/s, bf16 GEMM {big:,.0f} TFLOP/s "
+        f"(largest shape), {cal.launch_s * 1e6:.1f} µs per eager op on the host; `gpukit plan` uses it from now on"
+    )
+    return 0

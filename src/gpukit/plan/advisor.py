@@ -9,6 +9,7 @@ from typing import Any
 
 from gpukit.errors import PlanError
 from gpukit.hardware.specs import GpuSpec, all_specs, get_spec, match_spec
+from gpukit.plan.calibration import Calibration
 from gpukit.plan.catalog import Instance, load_catalog
 from gpukit.plan.comm import estimate_comm
 from gpukit.plan.compute import TimeEstimate, estimate_time
@@ -156,13 +157,18 @@ def _headline(
     spec: GpuSpec,
     measured: dict[str, float] | None,
     work: float | None,
+    cal: Calibration | None = None,
 ) -> tuple[TimeEstimate | None, str, bool]:
     """The time to headline on ``spec``: (estimate, layout, as asked). As asked when it fits; else the fastest layout
     that fits on the fewest GPUs that fit at all (from the asked count up); None when no layout fits, since a time
     for a layout that does not fit is not a time anyone can get."""
     if mem.total_bytes <= spec.memory_bytes:
         asked = f"{s.gpus} GPU" + ("s" if s.gpus > 1 else "") + (f" {s.shard}" if s.gpus > 1 and s.tp == 1 else "")
-        return estimate_time(model, s, mem, spec, measured, work), asked + (f" tp {s.tp}" if s.tp > 1 else ""), True
+        return (
+            estimate_time(model, s, mem, spec, measured, work, calibration=cal),
+            asked + (f" tp {s.tp}" if s.tp > 1 else ""),
+            True,
+        )
     for n in (k for k in SEARCH_GPUS if k >= s.gpus):
         options: list[tuple[TimeEstimate, str]] = []
         for label, layout in _layouts(model, s, n):
@@ -171,7 +177,7 @@ def _headline(
             except PlanError:
                 continue
             if m.total_bytes <= spec.memory_bytes:
-                options.append((estimate_time(model, layout, m, spec, measured, work), label))
+                options.append((estimate_time(model, layout, m, spec, measured, work, calibration=cal), label))
         timed = [o for o in options if (o[0].step_s or o[0].total_s) is not None]
         if timed:  # fastest first; a bare --params count has no time, so its first fitting layout stands
             best = min(timed, key=lambda o: o[0].step_s or o[0].total_s or 0.0)
@@ -182,7 +188,12 @@ def _headline(
 
 
 def _cost(
-    model: ModelSpec, s: PlanSettings, inst: Instance, work: float | None, measured: dict[str, Any] | None
+    model: ModelSpec,
+    s: PlanSettings,
+    inst: Instance,
+    work: float | None,
+    measured: dict[str, Any] | None,
+    cal: Calibration | None = None,
 ) -> InstanceCost:
     spec = inst.spec
     fitting: tuple[str, PlanSettings, MemoryBreakdown] | None = None
@@ -218,7 +229,7 @@ def _cost(
             m = estimate_memory(model, layout)
             dp = f"{layout.shard} × {layout.dp}"
             label = f"tp {layout.tp} × {dp}" if layout.tp > 1 else dp
-        t = estimate_time(model, layout, m, spec, meas, work)
+        t = estimate_time(model, layout, m, spec, meas, work, calibration=cal)
         rate = t.tokens_per_s
         usd = None if t.total_s is None else t.total_s / 3600 * inst.usd_per_hour
         return InstanceCost(
@@ -230,7 +241,7 @@ def _cost(
             usd_per_million=inst.usd_per_hour / 3600 / rate * 1e6 if rate else None,
             tokens_per_s=rate,
         )
-    t = estimate_time(model, layout, m, spec, meas)
+    t = estimate_time(model, layout, m, spec, meas, calibration=cal)
     replicas = inst.gpus // layout.gpus
     # Serving cost uses the bandwidth bound (an optimised server): eager generate() is host-bound on every GPU.
     rate = (t.bandwidth_bound_tokens_per_s or t.tokens_per_s or 0.0) * replicas
@@ -264,16 +275,20 @@ def make_plan(
     measured: dict[str, Any] | None = None,
     gpu: str | None = None,
     db: str | Path | None = None,
+    calibration: Calibration | None = None,
 ) -> PlanResult:
-    """The whole plan. ``gpu`` picks the GPU the headline time is for (default: the measured one, else H100)."""
+    """The whole plan. ``gpu`` picks the GPU the headline time is for (default: the measured one, else H100);
+    ``calibration`` (``--calibration FILE``) is used for its own GPU model, every other GPU finds its own."""
     mem = estimate_memory(model, s)
     local = match_spec(str(measured["device"])) if measured and measured.get("device") else None
     time_spec = get_spec(gpu) if gpu else (local or get_spec("h100-sxm"))
-    t, time_layout, as_asked = _headline(model, s, mem, time_spec, _measured_for(time_spec, measured), work)
+    t, time_layout, as_asked = _headline(
+        model, s, mem, time_spec, _measured_for(time_spec, measured), work, calibration
+    )
     fits = [_fit(model, s, mem, spec) for spec in all_specs()]
     fits.sort(key=lambda f: (not f.fits, f.fewest_gpus or 10**6, f.memory_bytes))
     is_tf = isinstance(model, TransformerSpec)
-    costs = [_cost(model, s, inst, work, measured) for inst in load_catalog(prices)]
+    costs = [_cost(model, s, inst, work, measured, calibration) for inst in load_catalog(prices)]
     costs.sort(key=lambda c: (not c.fits, c.usd if c.usd is not None else (c.usd_per_million or 1e30), c.time_s or 0.0))
     notes = []
     if s.task == "train" and t is not None and t.mfu is not None:

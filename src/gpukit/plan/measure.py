@@ -1,11 +1,14 @@
 """`plan --measure`: build the model from its config with random weights, run it, measure what the planner predicted.
 
 Peak memory is ``torch.cuda.max_memory_allocated/reserved`` after ``reset_peak_memory_stats`` (the CUDA context is
-outside both). Training runs 4 steps because Adam allocates its state at the first ``step()``: step 1 warms up,
-step 2 records the peak of each phase (forward, backward, optimizer) between synchronisations, steps 3–4 are timed
-with CUDA events (median) and the peak covers all of them. Inference times
-one ``generate()`` after a warm-up ``generate()`` on the same shapes. Needs torch with CUDA (and transformers for
-transformer models).
+outside both). Training: step 1 warms up (Adam allocates its state at the first ``step()``), step 2 records the
+peak of each phase (forward, backward, optimizer) between synchronisations, step 3 runs under the torch profiler
+(each phase's host time — its span on the host — and device time — the kernels launched in it, from any thread,
+autograd's included), and the remaining steps are timed with a CUDA event at each phase boundary and no
+synchronisation in between (median per phase; the events see the stream, so a phase where the GPU waits on the host
+reads the host's time). Inference: the first ``generate()`` is timed on its own (cold: kernel plans are built on
+it), then warm calls of ``max_new_tokens`` and of 1 token (prefill + set-up), each once under the profiler; per
+token = (warm − prefill) / (new tokens − 1). Needs torch with CUDA (and transformers for transformer models).
 """
 
 from __future__ import annotations
@@ -21,7 +24,16 @@ from gpukit.errors import BackendUnavailable, DeviceError, PlanError
 from gpukit.plan.memory import PlanSettings
 from gpukit.plan.models import CnnSpec, ModelSpec, TransformerSpec
 
-__all__ = ["Measurement", "check_db", "default_db_path", "load_ceilings", "measure", "save_validation"]
+__all__ = [
+    "Measurement",
+    "check_db",
+    "default_db_path",
+    "enable_checkpointing",
+    "load_ceilings",
+    "measure",
+    "phase_split",
+    "save_validation",
+]
 
 # Where models and batches live. Tests point it at "cpu" with torch.cuda's timing/memory calls stubbed, so the
 # whole path runs without a GPU; the numbers only mean something on CUDA.
@@ -38,6 +50,9 @@ class Measurement:
     generate_s: float | None = None  # inference: one generate() call
     new_tokens: int | None = None
     phases: dict[str, int] = field(default_factory=dict)  # peak allocated per phase, for recalibration
+    phase_s: dict[str, float] = field(default_factory=dict)  # wall per phase (events); infer: prefill, per token
+    profile: dict[str, dict[str, float]] = field(default_factory=dict)  # phase → {"host_s", "device_s"}
+    cold_generate_s: float | None = None  # inference: the first generate() on these shapes (set-up, apart)
     versions: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,6 +87,16 @@ def _hf_model(model: TransformerSpec, s: PlanSettings, dtype: Any) -> Any:
         return transformers.AutoModelForCausalLM.from_config(config, torch_dtype=dtype, **kwargs)
 
 
+def enable_checkpointing(module: Any, variant: str) -> None:
+    """Hugging Face activation checkpointing per decoder layer, ``use_reentrant`` as asked: transformers 5 defaults
+    to False (non-reentrant), 4.x to True. 5.24 renamed the call ``activation_checkpointing_enable``."""
+    kwargs = {"use_reentrant": variant == "reentrant"}
+    if hasattr(module, "activation_checkpointing_enable"):
+        module.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        module.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
 def build_module(model: ModelSpec, s: PlanSettings, device: str | None = None) -> Any:
     """The real module, random weights, on ``device``, in the recipe's weight dtype."""
     import torch
@@ -84,7 +109,7 @@ def build_module(model: ModelSpec, s: PlanSettings, device: str | None = None) -
         if isinstance(model, TransformerSpec):
             module = _hf_model(model, s, dtype)
             if s.checkpointing:
-                module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+                enable_checkpointing(module, s.checkpoint_variant)
         elif model.builder == "torchvision:resnet50":
             import torchvision
 
@@ -131,6 +156,52 @@ def _loss(torch: Any, module: Any, model: ModelSpec, x: Any, y: Any) -> tuple[An
     return loss, logits
 
 
+PHASES = ("forward", "backward", "step")
+REPORTED = {"forward": "forward", "backward": "backward", "step": "optimizer"}  # phase_s / profile names
+
+
+def _profiled(torch: Any) -> Any:
+    """The torch profiler on this device (CPU only on the CPU stand-in)."""
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if DEVICE == "cuda":
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    return torch.profiler.profile(activities=acts)
+
+
+def phase_split(prof: Any, names: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Host and device seconds of each ``gpukit:<name>`` range of a profile. Host: the range's span. Device: the
+    kernels of every CPU event that started inside it — autograd runs the backward on its own thread, so children of
+    the range would miss it."""
+    events = list(prof.events())
+    out: dict[str, dict[str, float]] = {}
+    for name in names:
+        ranges = [e for e in events if e.name == f"gpukit:{name}" and str(e.device_type).endswith("CPU")]
+        if not ranges:
+            continue
+        lo, hi = min(e.time_range.start for e in ranges), max(e.time_range.end for e in ranges)
+        dev = sum(
+            e.self_device_time_total
+            for e in events
+            if str(e.device_type).endswith("CPU")
+            and lo <= e.time_range.start <= hi
+            and not e.name.startswith("gpukit:")
+        )
+        out[name] = {"host_s": (hi - lo) / 1e6, "device_s": dev / 1e6}
+    return out
+
+
+def _run_phase(torch: Any, name: str, ctx: dict[str, Any], module: Any, model: ModelSpec, opt: Any, amp: Any) -> None:
+    if name == "forward":
+        with amp:
+            ctx["loss"], ctx["out"] = _loss(torch, module, model, ctx["x"], ctx["y"])
+    elif name == "backward":
+        ctx["loss"].backward()
+        del ctx["loss"], ctx["out"]
+    else:
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
 def _train(torch: Any, model: ModelSpec, s: PlanSettings, steps: int) -> Measurement:
     if s.recipe == "bf16-master":
         raise PlanError("--measure runs fp32, amp-bf16 and bf16; bf16-master needs a mixed-precision framework")
@@ -140,35 +211,40 @@ def _train(torch: Any, model: ModelSpec, s: PlanSettings, steps: int) -> Measure
     module.train()
     opt = _optimizer(torch, module.parameters(), s.optimizer, s.optimizer_impl)
     x, y = _batch(torch, model, s)
+    ctx: dict[str, Any] = {"x": x, "y": y}
     amp = torch.autocast(DEVICE, dtype=torch.bfloat16) if s.recipe == "amp-bf16" else contextlib.nullcontext()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     phases: dict[str, int] = {}
+    profile: dict[str, dict[str, float]] = {}
     times: list[float] = []
-    for step in range(max(2, steps)):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for name in ("forward", "backward", "step"):
-            if step == 1:
-                torch.cuda.synchronize()  # phase peaks of step 2 only; step 2 is not timed
-                torch.cuda.reset_peak_memory_stats()
-            if name == "forward":
-                with amp:
-                    loss, out = _loss(torch, module, model, x, y)
-            elif name == "backward":
-                loss.backward()
-                del loss, out
-            else:
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-            if step == 1:
-                torch.cuda.synchronize()
-                phases[f"{name}_peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
-                phases[f"{name}_end_allocated_bytes"] = int(torch.cuda.memory_allocated())
-        end.record()
-        end.synchronize()  # wait for this step's kernels before reading its time
-        if step >= 2 or (steps <= 2 and step == 1):
-            times.append(start.elapsed_time(end) / 1e3)
+    per_phase: dict[str, list[float]] = {n: [] for n in PHASES}
+    for step in range(max(3, steps)):
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(len(PHASES) + 1)]
+        prof = _profiled(torch) if step == 2 else contextlib.nullcontext()
+        with prof:
+            events[0].record()
+            for k, name in enumerate(PHASES):
+                if step == 1:
+                    torch.cuda.synchronize()  # phase peaks of step 2 only; step 2 is not timed
+                    torch.cuda.reset_peak_memory_stats()
+                with torch.profiler.record_function(f"gpukit:{name}"):
+                    _run_phase(torch, name, ctx, module, model, opt, amp)
+                if step == 1:
+                    torch.cuda.synchronize()
+                    phases[f"{name}_peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
+                    phases[f"{name}_end_allocated_bytes"] = int(torch.cuda.memory_allocated())
+                events[k + 1].record()
+            events[-1].synchronize()  # wait for this step's kernels before reading its time
+        if step == 2:
+            try:
+                profile = {REPORTED[k]: v for k, v in phase_split(prof, PHASES).items()}
+            except Exception as exc:  # the profile explains a time; it must not cost the measurement itself
+                profile = {"error": {"message": f"{type(exc).__name__}: {exc}"[:200]}}  # type: ignore[dict-item]
+        if step >= 3 or (steps <= 3 and step == 2):
+            times.append(events[0].elapsed_time(events[-1]) / 1e3)
+            for k, name in enumerate(PHASES):
+                per_phase[name].append(events[k].elapsed_time(events[k + 1]) / 1e3)
     peak = max(v for k, v in phases.items() if k.endswith("peak_allocated_bytes"))
     return Measurement(
         device_name=torch.cuda.get_device_name(),
@@ -177,6 +253,8 @@ def _train(torch: Any, model: ModelSpec, s: PlanSettings, steps: int) -> Measure
         step_s=statistics.median(times),
         step_samples_s=times,
         phases=phases,
+        phase_s={REPORTED[n]: statistics.median(v) for n, v in per_phase.items() if v},
+        profile=profile,
         versions=_versions(torch),
     )
 
@@ -190,25 +268,45 @@ def _infer(torch: Any, model: ModelSpec, s: PlanSettings) -> Measurement:
     ids = torch.randint(0, model.vocab_size, (s.batch, s.prompt), device=DEVICE)
     # eos_token_id=None: random weights must not stop early, so every call makes exactly new_tokens tokens.
     kwargs = {"do_sample": False, "use_cache": True, "pad_token_id": 0, "eos_token_id": None}
+    n = max(2, s.new_tokens)
+
+    def timed(tokens: int) -> tuple[float, Any]:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        out = module.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, **kwargs)
+        end.record()
+        end.synchronize()  # the call's last kernels, before reading its time
+        return start.elapsed_time(end) / 1e3, out
+
     with torch.inference_mode():
-        # Warm-up with the same shapes: the first generate() builds a cuDNN attention plan per KV length and ran
-        # 5-9x slower per token on an H200 (50 vs 5.4 ms for GPT-2); that is set-up cost, not decoding.
-        module.generate(ids, max_new_tokens=s.new_tokens, **kwargs)
+        # The first generate() builds a cuDNN attention plan per KV length and ran 5-9x slower per token on an H200
+        # (50 vs 5.4 ms for GPT-2): set-up, reported apart as the cold call.
+        cold, _ = timed(n)
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = int(torch.cuda.memory_allocated())
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        out = module.generate(ids, max_new_tokens=s.new_tokens, **kwargs)
-        end.record()
-        end.synchronize()
+        warm = [timed(n) for _ in range(2)]
+        prefill = statistics.median(timed(1)[0] for _ in range(2))
+        split = {}
+        for name, tokens in (("generate", n), ("prefill", 1)):
+            with _profiled(torch) as prof, torch.profiler.record_function(f"gpukit:{name}"):
+                module.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, **kwargs)
+                torch.cuda.synchronize()
+            split.update(phase_split(prof, (name,)))
+    total = statistics.median(w[0] for w in warm)
+    profile = {"prefill": split.get("prefill", {})}
+    if "generate" in split and "prefill" in split:
+        profile["decode_token"] = {k: (split["generate"][k] - split["prefill"][k]) / (n - 1) for k in split["prefill"]}
     return Measurement(
         device_name=torch.cuda.get_device_name(),
         peak_allocated_bytes=int(torch.cuda.max_memory_allocated()),
         peak_reserved_bytes=int(torch.cuda.max_memory_reserved()),
-        generate_s=start.elapsed_time(end) / 1e3,
-        new_tokens=int(out.shape[1] - s.prompt),
+        generate_s=total,
+        new_tokens=int(warm[0][1].shape[1] - s.prompt),
         phases={"before_generate_allocated_bytes": base},
+        phase_s={"prefill": prefill, "decode_token": (total - prefill) / (n - 1)},
+        profile=profile,
+        cold_generate_s=cold,
         versions=_versions(torch),
     )
 
@@ -222,7 +320,7 @@ def _versions(torch: Any) -> dict[str, str]:
     return v
 
 
-def measure(model: ModelSpec, s: PlanSettings, steps: int = 4) -> Measurement:
+def measure(model: ModelSpec, s: PlanSettings, steps: int = 5) -> Measurement:
     """Run the real thing on this machine's GPU and return its peak memory and time."""
     torch = _torch()
     if isinstance(model, CnnSpec) and model.family != "cnn":

@@ -33,6 +33,7 @@ WORKSPACE_BYTES = 80 * 1024**2  # reserved − allocated, as a fraction of alloc
 
 RECIPES = ("fp32", "amp-bf16", "bf16-master", "bf16")
 OPTIMIZERS = ("adamw", "adam", "sgd", "adafactor", "adam8bit")  # adam: AdamW's memory (the same two moments)
+CHECKPOINT_VARIANTS = ("non-reentrant", "reentrant")  # use_reentrant=False (HF's default in transformers 5) | True
 OPTIMIZER_IMPLS = ("foreach", "fused", "for-loop")  # PyTorch's three Adam(W) code paths; foreach is its default
 SHARDS = ("ddp", "zero1", "zero2", "zero3", "fsdp")
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
@@ -68,6 +69,7 @@ class PlanSettings:
     batch: int = 1
     seq: int = 2048
     checkpointing: bool = False
+    checkpoint_variant: str = "non-reentrant"  # torch.utils.checkpoint use_reentrant=False | reentrant (True)
     gpus: int = 1
     shard: str = "ddp"
     tp: int = 1
@@ -122,6 +124,10 @@ def validate(model: ModelSpec, s: PlanSettings) -> None:
         ),
         (s.kv_dtype in ("bf16", "fp16", "fp8", "int8", "fp32"), "--kv-dtype must be bf16|fp16|fp8|int8|fp32"),
         (s.attn in ("sdpa", "eager"), "--attn must be sdpa or eager"),
+        (
+            s.checkpoint_variant in CHECKPOINT_VARIANTS,
+            f"--checkpointing-variant must be one of {', '.join(CHECKPOINT_VARIANTS)}",
+        ),
     ]
     checks.append(
         (s.optimizer_impl in OPTIMIZER_IMPLS, f"--optimizer-impl must be one of {', '.join(OPTIMIZER_IMPLS)}")

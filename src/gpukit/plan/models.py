@@ -139,6 +139,7 @@ class CnnSpec:
     builder: str  # torchvision:resnet50 | gpukit:seed_cnn
     weight_layers: int = 0  # conv + linear layers (host launch cost)
     backward_extra: float | None = None  # measured backward-peak excess, when the profile's does not fit this net
+    param_tensors: int = 0  # parameter tensors (the optimizer's per-tensor host cost); 0: two per weight layer
 
     kind = "cnn"
 
@@ -196,6 +197,7 @@ TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
     "llama-2-70b": _llama(32000, 8192, 80, 64, 8, 28672),
     "llama-3-8b": _llama(128256, 4096, 32, 32, 8, 14336, max_position_embeddings=8192, rope_theta=500000.0),
     "llama-3-70b": _llama(128256, 8192, 80, 64, 8, 28672, max_position_embeddings=8192, rope_theta=500000.0),
+    "tinyllama-1.1b": _llama(32000, 2048, 22, 32, 4, 5632),
     "mistral-7b": _llama(32000, 4096, 32, 32, 8, 14336, model_type="mistral", max_position_embeddings=32768),
     "qwen2-0.5b": _llama(
         151936,
@@ -233,9 +235,18 @@ TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
 # CNN constants counted from the torch modules (tests/unit/plan/test_models.py re-counts them when torch is here).
 CNN_PRESETS: dict[str, CnnSpec] = {
     "resnet50": CnnSpec(
-        "resnet50", "cnn", 25_557_032, 224, 1000, 22_983_656, 8_178_368_512, "torchvision:resnet50", 54
+        "resnet50",
+        "cnn",
+        25_557_032,
+        224,
+        1000,
+        22_983_656,
+        8_178_368_512,
+        "torchvision:resnet50",
+        54,
+        param_tensors=161,
     ),
-    "seed-cnn": CnnSpec("seed-cnn", "cnn", 3_937_409, 64, 2, 227_681, 14_515_200, "gpukit:seed_cnn", 3, 0.75),
+    "seed-cnn": CnnSpec("seed-cnn", "cnn", 3_937_409, 64, 2, 227_681, 14_515_200, "gpukit:seed_cnn", 3, 0.75, 6),
 }
 
 

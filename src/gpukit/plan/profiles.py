@@ -74,29 +74,18 @@ def profile_for(family: str, mode: str) -> ActivationProfile:
 
 @dataclass(frozen=True)
 class TimingProfile:
-    """Constants of the time model (compute.py), fitted to 18 training steps and 7 generate() calls of GPT-2,
-    a Llama-GQA and Qwen2-0.5B (eager PyTorch 2.11 + transformers 5.17) on an H200 host, then checked on 17 held-out
-    configurations; the two checkpointing host costs were refitted after grid run 1 on all 10 checkpointing points
-    (docs/plan.md, "Checkpointing refit"); docs/plan.md says how to refit them. On that stack the host's per-layer
-    work does not overlap the GPU's, so the two add up."""
+    """The time model's few fitted constants (compute.py); everything else it uses is a measured part
+    (``plan --calibrate``, plan/calibration.py). Fitted by benchmarks/scripts/plan_error_table.py on the fit rows of
+    benchmarks/plan-error_h200_2026-12-01.md (an H200; the held-out third never seen by the fit); docs/plan.md says
+    how to refit them."""
 
-    gemm_efficiency: float = 1.0  # model matmuls vs the large-GEMM ceiling (measured or datasheet × practical)
-    elementwise_passes: float = 9.2  # activation + logits bytes are moved this many times over forward+backward
-    host_s_per_layer_train: float = 1.36e-3  # Python + launches of one decoder layer's forward+backward
-    host_s_per_layer_amp: float = 0.65e-3  # extra per layer under autocast (the casts)
-    # Checkpointing: the recomputed forward's GPU work is in the FLOPs (× 4/3) and the activation traffic; the host
-    # pays the checkpoint machinery per layer, and under autocast the recomputed forward's casts again.
+    elementwise_passes: float = 2.0  # activation + logits bytes are moved this many times over forward+backward
     recompute_traffic_fraction: float = 1 / 3  # recomputation moves the forward's share of the activation traffic
-    host_s_per_layer_recompute: float = 0.36e-3  # extra per layer with checkpointing (torch.utils.checkpoint)
-    host_s_per_layer_recompute_amp: float = 1.56e-3  # extra per recomputed layer under autocast
-    host_s_per_layer_cnn: float = 0.20e-3  # per conv/linear layer of a CNN, forward+backward
-    cnn_elementwise_passes: float = 20.0  # CNN activations (conv, batch-norm, ReLU, pooling) moved this often
-    host_s_per_step_cnn_amp: float = 1.0e-3  # autocast's per-step cost on a CNN (enter/exit, weight casts)
-    # transformers generate(), steady state (second call on the same shapes), per layer per decode step:
-    host_s_per_layer_decode: float = 0.72e-3  # Llama family (RoPE, GQA, gated MLP)
-    host_s_per_layer_decode_gpt2: float = 0.42e-3  # GPT-2 (fused qkv, learned positions)
-    host_s_per_token: float = 0.5e-3  # fixed per decode step (logits processors, cache bookkeeping)
-    host_s_per_generate: float = 6e-3  # fixed per generate() call (set-up, mask and cache creation)
+    cnn_elementwise_passes: float = 26.0  # CNN activations (conv, batch-norm, ReLU, pooling) moved this often
+    overlap_penalty: float = 0.65  # phase = max(gpu, host) + this × min(gpu, host): where the other one is the bound
+    decode_overlap_penalty: float = 0.65  # the same for prefill and a decode step of generate()
+    host_scale: float = 0.9  # a real model's host floor / the calibrated tiny models' (training phases)
+    decode_host_scale: float = 1.1  # the same for prefill and a decode step
 
 
 TIMING = TimingProfile()

@@ -55,9 +55,10 @@ def cpu_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_measure_trains_the_seed_cnn(cpu_cuda: None) -> None:
-    m = measuring.measure(load_model("seed-cnn"), PlanSettings(task="train", recipe="fp32", batch=4), steps=4)
+    m = measuring.measure(load_model("seed-cnn"), PlanSettings(task="train", recipe="fp32", batch=4), steps=5)
     assert m.device_name == "CPU stand-in" and m.step_s is not None and m.step_s > 0
-    assert len(m.step_samples_s) == 2  # steps 3 and 4; step 1 allocates Adam state, step 2 records phase peaks
+    # steps 4 and 5; step 1 allocates Adam state, step 2 records phase peaks, step 3 runs under the profiler
+    assert len(m.step_samples_s) == 2
     assert {"forward_peak_allocated_bytes", "backward_peak_allocated_bytes", "step_peak_allocated_bytes"} <= set(
         m.phases
     )
@@ -143,3 +144,100 @@ def test_cli_measure_predicts_time_only_for_a_known_gpu(
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "NVIDIA H200")
     known = json.loads(run_cli(*args, "--json").stdout)["measurement"]
     assert known["device"] == "NVIDIA H200" and known["predicted_time_s"] > 0
+
+
+def test_measure_splits_the_step_into_phases(cpu_cuda: None) -> None:
+    m = measuring.measure(load_model("seed-cnn"), PlanSettings(task="train", recipe="fp32", batch=4), steps=5)
+    assert set(m.phase_s) == {"forward", "backward", "optimizer"}
+    assert sum(m.phase_s.values()) == pytest.approx(m.step_s, rel=0.5)  # medians per phase vs median of steps
+    assert set(m.profile) == {"forward", "backward", "optimizer"}
+    for part in m.profile.values():  # the CPU has no kernels: device time 0, host time the phase's span
+        assert part["host_s"] > 0 and part["device_s"] == 0
+
+
+def test_phase_split_reads_each_range_host_span() -> None:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with torch.profiler.record_function("gpukit:forward"):
+            time.sleep(0.02)
+            torch.ones(8).sum()
+        with torch.profiler.record_function("gpukit:backward"):
+            time.sleep(0.005)
+    split = measuring.phase_split(prof, ("forward", "backward", "missing"))
+    assert set(split) == {"forward", "backward"}
+    assert 0.02 <= split["forward"]["host_s"] < 0.5 and 0.005 <= split["backward"]["host_s"] < 0.5
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers not installed")
+def test_measure_generate_reports_cold_prefill_and_per_token(cpu_cuda: None) -> None:
+    spec = parse_hf_config(TINY_LLAMA, "tiny")
+    m = measuring.measure(spec, PlanSettings(task="infer", batch=1, prompt=8, new_tokens=4))
+    assert m.cold_generate_s is not None and m.cold_generate_s > 0
+    assert m.phase_s["prefill"] > 0 and m.generate_s is not None
+    assert m.phase_s["decode_token"] == pytest.approx((m.generate_s - m.phase_s["prefill"]) / 3)
+    assert m.profile["prefill"]["host_s"] > 0 and "decode_token" in m.profile
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers not installed")
+@pytest.mark.parametrize("variant", ["non-reentrant", "reentrant"])
+def test_both_checkpointing_variants_train(cpu_cuda: None, variant: str) -> None:
+    spec = parse_hf_config(TINY_LLAMA, "tiny")
+    s = PlanSettings(task="train", recipe="fp32", batch=1, seq=8, checkpointing=True, checkpoint_variant=variant)
+    module = measuring.build_module(spec, s, device="cpu")
+    layer = module.model.layers[0]
+    assert layer.gradient_checkpointing
+    fn = getattr(layer, "_gradient_checkpointing_func", None)
+    assert fn is not None and fn.keywords["use_reentrant"] is (variant == "reentrant")
+    assert measuring.measure(spec, s, steps=3).step_s is not None
+
+
+def test_cli_measure_prints_per_phase_prediction(
+    cpu_cuda: None, run_cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "NVIDIA H200")
+    args = ("plan", "seed-cnn", "--batch", "4", "--recipe", "fp32", "--measure", "--db", str(tmp_path / "h.db"))
+    cmp = json.loads(run_cli(*args, "--json").stdout)["measurement"]
+    phases = {p["phase"]: p for p in cmp["phases"]}
+    assert set(phases) == {"forward", "backward", "optimizer"}
+    for p in phases.values():
+        assert p["predicted_s"] > 0 and p["measured_s"] > 0 and p["measured_host_s"] > 0 and p["bound"]
+    text = run_cli(*args).stdout
+    assert "per phase" in text and "optimizer" in text and "time model:" in text
+
+
+def test_cli_calibrate_without_gpu_is_a_clear_failure(run_cli: Any) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    r = run_cli("plan", "--calibrate")
+    assert r.exit_code == 1 and "needs a CUDA GPU" in r.stderr and "hint:" in r.stderr
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers not installed")
+def test_error_grid_row_and_table(cpu_cuda: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The H200 error table's two scripts on the CPU: a measured row is written as it goes, and the table's fit
+    never reads a held-out row."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks" / "scripts"))
+    for mod in ("plan_error_grid", "plan_error_table"):
+        sys.modules.pop(mod, None)
+    import plan_error_grid as grid
+    import plan_error_table as table
+
+    assert len(grid.CONFIGS) >= 30 and 0.3 <= sum(c[3] for c in grid.CONFIGS) / len(grid.CONFIGS) <= 0.4
+    two = [("seed-cnn", dict(task="train", recipe="fp32", batch=b), None, b == 8) for b in (4, 8)]
+    monkeypatch.setattr(grid, "CONFIGS", two)
+    for i in range(2):
+        grid.measure_row(i, tmp_path)
+    rows = table.load_rows(tmp_path)
+    assert [r["held_out"] for r in rows] == [False, True] and all("phase_s" in r["measured"] for r in rows)
+    from gpukit.plan.calibration import load_calibration
+
+    cal = load_calibration(ROOT / "tests" / "fixtures" / "plan" / "calibration" / "synthetic-h200.json")
+    p = table.predict(rows[0], cal, table.TIMING)
+    assert p["kind"] == "train" and p["time_err"] is not None and p["mem_err"] > -1
+    calls: list[list[str]] = []
+    monkeypatch.setattr(table, "_score", lambda rs, c, prof: calls.append([r["config"] for r in rs]) or 1.0)
+    table.fit(rows, cal)
+    assert calls and all(names == [rows[0]["config"]] for names in calls)
+    s = table.summary(rows, [p, table.predict(rows[1], cal, table.TIMING)])
+    assert s["held_out"]["step_time"]["n"] == 1 and s["fit"]["memory"]["n"] == 1

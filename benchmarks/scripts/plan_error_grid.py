@@ -1,0 +1,207 @@
+"""Measure the planner's error table on one GPU: the calibration grid, then ≥ 30 configurations, smallest first.
+
+Run on a CUDA machine from the repository root (one H200: about 4 minutes):
+
+    PYTHONPATH=src python3 benchmarks/scripts/plan_error_grid.py --out "$OUT" --budget-s 270
+
+1. ``gpukit plan --calibrate``'s grid (plan/calibrate.py) → ``$OUT/calibration.json``.
+2. Every configuration of CONFIGS through ``plan.measure.measure`` (the code ``plan --measure`` runs: random
+   weights from the config, per-phase peaks, a profiled step, event-timed phases; generate(): cold call apart,
+   warm calls, prefill) → one JSON line per configuration in ``$OUT/rows.jsonl``, written as it goes, so a timeout
+   keeps what was measured. It stops starting new configurations after ``--budget-s``.
+
+Nothing is predicted here: benchmarks/scripts/plan_error_table.py fits the time model's few constants on the fit
+set and writes the table with the held-out third apart. A row marked held-out is never read by that fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+TRAIN, INFER = "train", "infer"
+T = dict  # a configuration's PlanSettings keywords
+
+# (preset, settings, image size or None, held out). Ordered by size so a timeout loses the largest; every third
+# row, spread over kinds, is held out of every fit.
+CONFIGS: list[tuple[str, dict[str, Any], int | None, bool]] = [
+    ("seed-cnn", T(task=TRAIN, recipe="fp32", batch=32), None, False),
+    ("seed-cnn", T(task=TRAIN, recipe="fp32", batch=256), None, True),
+    ("seed-cnn", T(task=TRAIN, recipe="amp-bf16", batch=64), None, False),
+    ("seed-cnn", T(task=TRAIN, recipe="fp32", batch=1024), None, False),
+    ("seed-cnn", T(task=TRAIN, recipe="fp32", batch=64), 128, True),
+    ("gpt2", T(task=TRAIN, recipe="fp32", batch=1, seq=128), None, False),
+    ("gpt2", T(task=TRAIN, recipe="amp-bf16", batch=2, seq=256), None, False),
+    ("gpt2", T(task=INFER, batch=8, prompt=256, new_tokens=64), None, True),
+    ("gpt2", T(task=TRAIN, recipe="amp-bf16", batch=64, seq=128), None, False),
+    ("gpt2", T(task=TRAIN, recipe="bf16", batch=8, seq=1024), None, False),
+    ("gpt2", T(task=TRAIN, recipe="fp32", batch=4, seq=1024, checkpointing=True), None, True),
+    ("resnet50", T(task=TRAIN, recipe="fp32", batch=32), None, False),
+    ("resnet50", T(task=TRAIN, recipe="amp-bf16", batch=64), 160, False),
+    ("resnet50", T(task=TRAIN, recipe="amp-bf16", batch=64), None, True),
+    ("resnet50", T(task=TRAIN, recipe="bf16", batch=128), None, False),
+    ("gpt2-medium", T(task=TRAIN, recipe="fp32", batch=8, seq=1024), None, False),
+    (
+        "gpt2-medium",
+        T(task=TRAIN, recipe="amp-bf16", batch=4, seq=1024, checkpointing=True, checkpoint_variant="reentrant"),
+        None,
+        True,
+    ),
+    ("gpt2-medium", T(task=TRAIN, recipe="bf16", batch=16, seq=512), None, False),
+    ("qwen2-0.5b", T(task=TRAIN, recipe="bf16", batch=8, seq=512, checkpointing=True), None, False),
+    (
+        "qwen2-0.5b",
+        T(task=TRAIN, recipe="bf16", batch=8, seq=512, checkpointing=True, checkpoint_variant="reentrant"),
+        None,
+        True,
+    ),
+    ("qwen2-0.5b", T(task=TRAIN, recipe="amp-bf16", batch=4, seq=1024), None, False),
+    ("qwen2-0.5b", T(task=TRAIN, recipe="bf16", batch=1, seq=128, checkpointing=True), None, False),
+    ("qwen2-0.5b", T(task=INFER, batch=2, prompt=512, new_tokens=32), None, True),
+    ("qwen2-0.5b", T(task=TRAIN, recipe="fp32", batch=2, seq=1024), None, False),
+    ("qwen2-0.5b", T(task=TRAIN, recipe="bf16", batch=2, seq=4096, checkpointing=True), None, False),
+    ("tinyllama-1.1b", T(task=TRAIN, recipe="amp-bf16", batch=4, seq=1024), None, True),
+    ("tinyllama-1.1b", T(task=TRAIN, recipe="fp32", batch=2, seq=512), None, False),
+    ("tinyllama-1.1b", T(task=INFER, batch=1, prompt=512, new_tokens=32), None, False),
+    ("tinyllama-1.1b", T(task=TRAIN, recipe="bf16", batch=8, seq=2048), None, True),
+    ("tinyllama-1.1b", T(task=INFER, batch=16, prompt=1024, new_tokens=32), None, False),
+    (
+        "tinyllama-1.1b",
+        T(task=TRAIN, recipe="amp-bf16", batch=1, seq=4096, checkpointing=True, checkpoint_variant="reentrant"),
+        None,
+        False,
+    ),
+    ("tinyllama-1.1b", T(task=TRAIN, recipe="bf16", batch=16, seq=2048, checkpointing=True), None, True),
+    ("llama-2-7b", T(task=INFER, batch=1, prompt=512, new_tokens=32), None, False),
+    ("llama-2-7b", T(task=TRAIN, recipe="bf16", batch=1, seq=1024, checkpointing=True), None, False),
+    ("llama-2-7b", T(task=INFER, batch=8, prompt=2048, new_tokens=32), None, True),
+    ("llama-2-7b", T(task=TRAIN, recipe="bf16", batch=2, seq=512), None, False),
+    (
+        "llama-2-7b",
+        T(task=TRAIN, recipe="bf16", batch=4, seq=2048, checkpointing=True, checkpoint_variant="reentrant"),
+        None,
+        False,
+    ),
+    ("llama-2-7b", T(task=TRAIN, recipe="bf16", batch=8, seq=2048, checkpointing=True), None, True),
+]
+
+
+def label(name: str, kw: dict[str, Any], image: int | None) -> str:
+    if kw["task"] == INFER:
+        return f"{name} infer bf16 b{kw['batch']} p{kw['prompt']}+{kw['new_tokens']}"
+    seq = "" if name in ("resnet50", "seed-cnn") else f" s{kw['seq']}"
+    ck = f" ckpt-{kw.get('checkpoint_variant', 'non-reentrant')}" if kw.get("checkpointing") else ""
+    return f"{name} {kw['recipe']} b{kw['batch']}{seq}{ck}" + (f" @{image}px" if image else "")
+
+
+def model_for(name: str, image: int | None) -> Any:
+    from gpukit.plan.models import load_model
+
+    spec = load_model(name)
+    if image:
+        from gpukit.plan.cnn_count import at_image_size
+
+        spec = at_image_size(spec, image)
+    return spec
+
+
+def _meta(torch: Any, argv: list[str]) -> dict[str, Any]:
+    meta = {"device": torch.cuda.get_device_name(), "python": platform.python_version(), "torch": torch.__version__,
+            "command": "PYTHONPATH=src python3 benchmarks/scripts/plan_error_grid.py " + " ".join(argv),
+            "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}  # fmt: skip
+    for lib in ("transformers", "torchvision"):
+        try:
+            meta[lib] = __import__(lib).__version__
+        except ImportError:
+            meta[lib] = "absent"
+    meta["hf_default_checkpointing"] = _hf_default_checkpointing()
+    return meta
+
+
+def _hf_default_checkpointing() -> str:
+    """What a bare ``gradient_checkpointing_enable()`` passes to torch.utils.checkpoint in this transformers."""
+    try:
+        import transformers
+
+        cfg = transformers.AutoConfig.for_model("llama", vocab_size=64, hidden_size=16, num_hidden_layers=1,
+                                                num_attention_heads=2, intermediate_size=32)  # fmt: skip
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+        model.gradient_checkpointing_enable()
+        fn = model.model.layers[0]._gradient_checkpointing_func
+        return f"use_reentrant={getattr(fn, 'keywords', {}).get('use_reentrant', 'torch default')}"
+    except Exception as exc:  # a record, not a requirement
+        return f"unknown ({type(exc).__name__})"
+
+
+def measure_row(i: int, out: Path) -> dict[str, Any]:
+    import torch
+
+    from gpukit.plan.measure import measure
+    from gpukit.plan.memory import PlanSettings
+
+    name, kw, image, held = CONFIGS[i]
+    row: dict[str, Any] = {"i": i, "config": label(name, kw, image), "model": name, "image_size": image,
+                           "settings": kw, "held_out": held}  # fmt: skip
+    t0 = time.perf_counter()
+    try:
+        m = measure(model_for(name, image), PlanSettings(**kw))
+        row["measured"] = m.to_dict()
+    except Exception as exc:  # one failing configuration must not lose the others
+        row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        row["trace"] = traceback.format_exc()[-2000:]
+    row["wall_s"] = time.perf_counter() - t0
+    gc.collect()
+    torch.cuda.empty_cache()
+    with (out / "rows.jsonl").open("a") as f:
+        f.write(json.dumps(row, default=str) + "\n")
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--budget-s", type=float, default=270.0, help="start no configuration after this many seconds")
+    ap.add_argument("--skip-calibration", action="store_true")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    import torch
+
+    if not torch.cuda.is_available():
+        print("error: plan_error_grid needs a CUDA GPU", file=sys.stderr)
+        return 1
+    (args.out / "meta.json").write_text(json.dumps(_meta(torch, sys.argv[1:]), indent=1))
+    if not args.skip_calibration:
+        from gpukit.plan.calibrate import run_calibration
+        from gpukit.plan.calibration import save_calibration
+
+        def say(msg: str) -> None:
+            print(f"[{time.perf_counter() - t0:6.1f}s] calibrate: {msg}", flush=True)
+
+        try:
+            save_calibration(run_calibration("cuda", progress=say), args.out / "calibration.json")
+            say("written")
+        except Exception:  # the configurations are still worth measuring
+            say("FAILED\n" + traceback.format_exc())
+    for i in range(len(CONFIGS)):
+        if time.perf_counter() - t0 > args.budget_s:
+            print(f"budget of {args.budget_s:.0f} s spent: {len(CONFIGS) - i} configurations not started", flush=True)
+            break
+        row = measure_row(i, args.out)
+        m = row.get("measured") or {}
+        what = row.get("error") or f"alloc {m.get('peak_allocated_bytes', 0) / 2**30:.2f} GiB, " + (
+            f"step {m['step_s'] * 1e3:.1f} ms" if m.get("step_s") else f"generate {m.get('generate_s', 0):.3f} s"
+        )
+        print(f"[{time.perf_counter() - t0:6.1f}s] {row['config']}: {what} ({row['wall_s']:.1f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

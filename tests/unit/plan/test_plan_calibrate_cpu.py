@@ -1,0 +1,67 @@
+"""`plan --calibrate`'s parts on the CPU (host clock): each returns the shape the time model reads, a failing part is
+left out with its error kept, and the result survives the file round trip."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gpukit.plan import calibrate  # noqa: E402
+from gpukit.plan.calibration import load_calibration, save_calibration  # noqa: E402
+
+TM = calibrate._Timer(torch, "cpu")
+
+
+def test_line_splits_fixed_and_per_layer() -> None:
+    assert calibrate._line(3e-3, 7e-3) == pytest.approx((1e-3, 2e-3))  # 1 layer: 3 ms, 3 layers: 7 ms
+    assert calibrate._line(5e-3, 4e-3) == (5e-3, 0.0)  # noise never makes a negative cost
+
+
+def test_gemm_rates_per_dtype() -> None:
+    out = calibrate._gemm(torch, TM, "cpu", [(16, 16, 16), (64, 64, 64)])
+    assert set(out) == {"bf16", "fp32"}
+    for rows in out.values():
+        assert [f for f, _ in rows] == [2.0 * 16**3, 2.0 * 64**3] and all(r > 0 for _, r in rows)
+
+
+def test_optimizer_rows_per_implementation_and_dtype() -> None:
+    out = calibrate._optimizers(torch, TM, "cpu", 1024, few=2, many=6)
+    assert set(out) == {"foreach", "fused", "for-loop"}
+    for impl in out.values():
+        assert set(impl) == {"fp32", "bf16"}
+        for row in impl.values():
+            assert row["s_per_param"] > 0 and row["fixed_s"] >= 0 and row["s_per_tensor"] >= 0
+
+
+def test_cnn_host_floor_of_the_seed_cnn() -> None:
+    out = calibrate._host_cnn(torch, TM, "cpu", quick=True)
+    assert set(out) == {"seed-cnn|fp32"} and out["seed-cnn|fp32"]["forward"] > 0
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers not installed")
+def test_tiny_transformer_phases_with_checkpointing() -> None:
+    t = calibrate._train_phases(torch, TM, "cpu", "qwen2", 1, "fp32", "reentrant", steps=2)
+    assert set(t) == {"forward", "backward"} and t["forward"] > 0 and t["backward"] > 0
+
+
+def test_run_keeps_a_failing_part_out(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def boom(*_a: Any) -> Any:
+        raise RuntimeError("no such kernel")
+
+    monkeypatch.setattr(calibrate, "_attention", boom)
+    train = {"llama|fp32|none": {"forward": (1e-3, 2e-4), "backward": (2e-3, 4e-4)}}
+    monkeypatch.setattr(calibrate, "_host_train", lambda *a: train)
+    monkeypatch.setattr(
+        calibrate, "_host_decode", lambda *a: {"llama": {"prefill": (5e-3, 1e-4), "token": (1e-3, 1e-4)}}
+    )
+    seen: list[str] = []
+    cal = calibrate.run_calibration("cpu", quick=True, progress=seen.append)
+    assert cal.meta["errors"] == {"attention": "RuntimeError: no such kernel"} and cal.attention_fwd == {}
+    assert "optimizer" in seen and cal.bandwidth_gbps > 0 and cal.gemm["fp32"]
+    again = load_calibration(save_calibration(cal, tmp_path / "cpu.json"))
+    assert again.host == cal.host and again.gemm == cal.gemm and again.meta["errors"] == cal.meta["errors"]
