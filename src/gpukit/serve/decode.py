@@ -91,7 +91,30 @@ def _open_checked(data: bytes, max_pixels: int) -> tuple[str, Any]:
         raise RequestRejected(
             413, "too_many_pixels", f"{width}×{height} = {width * height:,} pixels is over the limit of {max_pixels:,}"
         )
+    if fmt == "JPEG" and len(data) < jpeg_min_bytes(width, height, getattr(im, "layer", None)):
+        im.close()
+        raise RequestRejected(
+            400,
+            "corrupt",
+            f"JPEG claims {width}×{height} pixels but holds only {len(data):,} bytes: too few to code "
+            "them (its size field was changed or its data is cut)",
+        )
     return fmt, im
+
+
+def jpeg_min_bytes(width: int, height: int, layers: Any) -> int:
+    """The fewest bytes any JPEG of this size can hold: every 8×8 block of every component codes at least its DC
+    coefficient, one Huffman bit at the least (progressive AC scans can skip blocks, the DC scan cannot). Pillow and
+    libjpeg fill the rows a file lacks with grey and raise nothing (a patched size field decoded as a 200), so a
+    file below this bound is refused before any decoding. ``layers``: Pillow's ``JpegImageFile.layer``, (id,
+    horizontal sampling, vertical sampling, table) per component; unknown → one full-size component."""
+    comps = [(int(h), int(v)) for _id, h, v, *_ in layers] if layers else [(1, 1)]
+    h_max, v_max = max(h for h, _ in comps), max(v for _, v in comps)
+    blocks = 0
+    for h, v in comps:
+        w_c, h_c = -(-width * h // h_max), -(-height * v // v_max)
+        blocks += -(-w_c // 8) * -(-h_c // 8)
+    return blocks // 8
 
 
 def probe(data: bytes, size: int, max_pixels: int) -> Probe:

@@ -154,3 +154,31 @@ def test_budget_never_waits_and_gives_back():
     assert b.take(60) and not b.take(41) and b.take(40)
     b.give(60)
     assert b.used_bytes == 40 and b.take(60) and not b.take(1)
+
+
+def _jpeg(size: tuple[int, int], **save: object) -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", size, (120, 130, 140)).save(out, "JPEG", **save)  # one flat colour: the smallest a JPEG gets
+    return out.getvalue()
+
+
+def test_a_jpeg_whose_size_field_was_patched_is_corrupt_and_real_ones_pass():
+    from gpukit.serve.decode import batch_decodable, jpeg_min_bytes
+
+    for size in ((8, 8), (1000, 700), (2048, 2048)):  # the most compressible real files stay above the bound
+        for save in ({}, {"optimize": True}, {"progressive": True}, {"subsampling": 0}, {"quality": 5}):
+            data = _jpeg(size, **save)
+            assert decode_bytes(data, 16, 10**7).shape == (3, 16, 16), (size, save)
+    data = bytearray(_jpeg((64, 64), quality=90))
+    sof = data.find(b"\xff\xc0")
+    data[sof + 5 : sof + 9] = (3000).to_bytes(2, "big") + (4000).to_bytes(2, "big")  # height, width
+    with pytest.raises(RequestRejected) as exc:  # Pillow decodes it as 200 (grey rows), libjpeg only warns
+        decode_bytes(bytes(data), 16, 10**8)
+    assert (exc.value.status, exc.value.code) == (400, "corrupt") and "4000×3000" in exc.value.message
+    with pytest.raises(RequestRejected):  # the nvJPEG path reads the same header check
+        batch_decodable(bytes(data), 10**8)
+    assert jpeg_min_bytes(4000, 3000, [(1, 2, 2, 0), (2, 1, 1, 1), (3, 1, 1, 1)]) == (500 * 375 + 2 * 250 * 188) // 8
