@@ -3,7 +3,10 @@ backends (an SQLite file, a fresh database on a real PostgreSQL server)."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -12,9 +15,12 @@ import pytest
 
 from pg_server import pg_admin_url, with_database
 
-# Never let a developer's own history or GPU selection leak into tests.
+# Never let a developer's own history or GPU selection leak into tests, nor a test write into the default history
+# (~/.local/share/gpukit/results.db): the default location is a folder of this session's own.
 os.environ.pop("GPUKIT_DB", None)
 os.environ.pop("GPUKIT_NODE", None)
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="gpukit-tests-xdg-")
+atexit.register(shutil.rmtree, os.environ["XDG_DATA_HOME"], True)
 
 pytest_plugins = ["pytester"]  # tests/unit/bench/test_pytest_plugin.py drives pytest itself
 
