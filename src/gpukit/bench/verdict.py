@@ -175,6 +175,17 @@ MODEL_STATE_KEYS = ("name", "app_sm_clock_mhz", "app_mem_clock_mhz", "max_sm_clo
                     "ecc_enabled", "mig_enabled")  # fmt: skip
 
 
+def _gpu_differences(ma: Mapping[str, Any], mb: Mapping[str, Any], keys: tuple[str, ...]) -> list[str]:
+    """GPU by GPU, the ``keys`` both machines' ``gpu_state`` know and disagree on (unknown is not a difference)."""
+    out = []
+    for i, (da, db) in enumerate(zip(ma.get("gpu_state") or [], mb.get("gpu_state") or [], strict=False)):
+        for key in keys:
+            va, vb = da.get(key), db.get(key)
+            if va is not None and vb is not None and va != vb:
+                out.append(f"GPU {i} {key}: {va} vs {vb}")
+    return out
+
+
 def model_state_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     """The differences of :func:`state_differences` that matter between a machine and a reference for its GPU
     model: the GPU models (as a set: a reference from an 8-GPU node judges a 1-GPU one) and, GPU by GPU, the keys
@@ -184,13 +195,7 @@ def model_state_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[
     na, nb = ma.get("gpu_names"), mb.get("gpu_names")
     if na is not None and nb is not None and set(na) != set(nb):
         out.append(f"gpu_names: {sorted(set(na))} vs {sorted(set(nb))}")
-    ga, gb = ma.get("gpu_state") or [], mb.get("gpu_state") or []
-    for i, (da, db) in enumerate(zip(ga, gb, strict=False)):
-        for key in MODEL_STATE_KEYS:
-            va, vb = da.get(key), db.get(key)
-            if va is not None and vb is not None and va != vb:
-                out.append(f"GPU {i} {key}: {va} vs {vb}")
-    return out
+    return out + _gpu_differences(ma, mb, MODEL_STATE_KEYS)
 
 
 def state_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
@@ -203,12 +208,7 @@ def state_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
         va, vb = ma.get(key), mb.get(key)
         if va is not None and vb is not None and va != vb:
             out.append(f"{key}: {va} vs {vb}")
-    ga, gb = ma.get("gpu_state") or [], mb.get("gpu_state") or []
-    for i, (da, db) in enumerate(zip(ga, gb, strict=False)):
-        for key in GPU_STATE_KEYS:
-            va, vb = da.get(key), db.get(key)
-            if va is not None and vb is not None and va != vb:
-                out.append(f"GPU {i} {key}: {va} vs {vb}")
+    out += _gpu_differences(ma, mb, GPU_STATE_KEYS)
     va_, vb_ = a.get("versions") or {}, b.get("versions") or {}
     for key in sorted(set(va_) & set(vb_)):
         if va_[key] != vb_[key]:

@@ -62,12 +62,6 @@ class Health:
         return asdict(self)
 
 
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _ecc(nv: Any, h: Any, out: Health) -> None:
     mode = _nvml.call(nv.nvmlDeviceGetEccMode, h)
     out.ecc_enabled = bool(mode[0]) if mode else None
@@ -101,13 +95,13 @@ def health(index: int) -> Health:
     nv = _nvml.module()
     h = _nvml.handle(index) if nv is not None else None
     out = Health(index=index)
-    uuid = _text(_nvml.call(nv.nvmlDeviceGetUUID, h)) if h is not None else None
+    uuid = _nvml.text(_nvml.call(nv.nvmlDeviceGetUUID, h)) if h is not None else None
     if h is None or uuid is None:
         out.reachable = False
         return out
     call, sm, mem = _nvml.call, nv.NVML_CLOCK_SM, nv.NVML_CLOCK_MEM
-    out.uuid, out.name = uuid, _text(call(nv.nvmlDeviceGetName, h))
-    out.serial = _text(call(getattr(nv, "nvmlDeviceGetSerial", None), h))
+    out.uuid, out.name = uuid, _nvml.text(call(nv.nvmlDeviceGetName, h))
+    out.serial = _nvml.text(call(getattr(nv, "nvmlDeviceGetSerial", None), h))
     limit = call(nv.nvmlDeviceGetEnforcedPowerLimit, h) or call(nv.nvmlDeviceGetPowerManagementLimit, h)
     out.power_limit_w = limit / 1000.0 if limit else None
     out.sm_clock_mhz = call(nv.nvmlDeviceGetClockInfo, h, sm)
@@ -163,7 +157,7 @@ def nvml_index_of_uuid(uuid: str | None) -> int | None:
         return None
     want = uuid.lower().removeprefix("gpu-")
     for i in range(_nvml.call(nv.nvmlDeviceGetCount) or 0):
-        got = _text(_nvml.call(nv.nvmlDeviceGetUUID, _nvml.handle(i)))
+        got = _nvml.text(_nvml.call(nv.nvmlDeviceGetUUID, _nvml.handle(i)))
         if got and got.lower().removeprefix("gpu-") == want:
             return i
     return None
@@ -185,7 +179,7 @@ def nvml_index_of_pci(domain: int, bus: int, device: int) -> int | None:
         return None
     for i in range(_nvml.call(nv.nvmlDeviceGetCount) or 0):
         pci = _nvml.call(nv.nvmlDeviceGetPciInfo, _nvml.handle(i))
-        if _pci(_text(getattr(pci, "busId", None))) == (domain, bus, device):
+        if _pci(_nvml.text(getattr(pci, "busId", None))) == (domain, bus, device):
             return i
     return None
 

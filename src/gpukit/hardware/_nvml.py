@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["THROTTLE_BITS", "call", "decode_throttle", "handle", "init", "init_error", "module", "reset", "use"]
+__all__ = ["THROTTLE_BITS", "call", "decode_throttle", "handle", "init", "init_error", "module", "reset", "text", "use"]
 
 T = TypeVar("T")
 
@@ -85,6 +85,13 @@ def call(fn: Callable[..., T] | None, *args: Any) -> T | None:
         return fn(*args)
     except Exception:
         return None
+
+
+def text(value: Any) -> str | None:
+    """An NVML string (bytes on older pynvml, str on newer) as str; None stays None."""
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def handle(index: int) -> Any:

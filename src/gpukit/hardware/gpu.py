@@ -117,13 +117,7 @@ def read_driver() -> tuple[str | None, str | None]:
         return None, None
     driver = _nvml.call(nv.nvmlSystemGetDriverVersion)
     cuda = _nvml.call(nv.nvmlSystemGetCudaDriverVersion_v2) or _nvml.call(nv.nvmlSystemGetCudaDriverVersion)
-    return (_text(driver), cuda_version_string(cuda))
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return (_nvml.text(driver), cuda_version_string(cuda))
 
 
 def sysfs_bus_id(nvml_bus_id: str | None) -> str | None:
@@ -192,7 +186,7 @@ def _nvlinks(nv: Any, h: Any) -> tuple[NvLink, ...]:
             NvLink(
                 link=link,
                 active=bool(state),
-                remote_pci_bus_id=_text(remote.busId) if remote is not None else None,
+                remote_pci_bus_id=_nvml.text(remote.busId) if remote is not None else None,
                 version=_nvml.call(nv.nvmlDeviceGetNvLinkVersion, h, link),
                 remote_type=_REMOTE_TYPES.get(kind) if kind is not None else None,
             )
@@ -222,7 +216,7 @@ def _processes(nv: Any, h: Any) -> tuple[GpuProcess, ...]:
     ):
         for p in _nvml.call(getattr(nv, fn_name, None), h) or []:
             used = getattr(p, "usedGpuMemory", None)
-            name = _text(_nvml.call(nv.nvmlSystemGetProcessName, p.pid))
+            name = _nvml.text(_nvml.call(nv.nvmlSystemGetProcessName, p.pid))
             procs.setdefault(p.pid, GpuProcess(int(p.pid), name, int(used) if used else None, kind))
     return tuple(procs.values())
 
@@ -237,7 +231,7 @@ def _read_one(nv: Any, index: int) -> GpuInfo | None:
     power = call(nv.nvmlDeviceGetPowerUsage, h)
     limit = call(nv.nvmlDeviceGetEnforcedPowerLimit, h) or call(nv.nvmlDeviceGetPowerManagementLimit, h)
     pci = call(nv.nvmlDeviceGetPciInfo, h)
-    bus_id = _text(pci.busId) if pci is not None else None
+    bus_id = _nvml.text(pci.busId) if pci is not None else None
     mig = call(nv.nvmlDeviceGetMigMode, h)
     reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
         nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None
@@ -246,8 +240,8 @@ def _read_one(nv: Any, index: int) -> GpuInfo | None:
     sys_bus = sysfs_bus_id(bus_id)
     return GpuInfo(
         index=index,
-        name=_text(call(nv.nvmlDeviceGetName, h)) or f"GPU {index}",
-        uuid=_text(call(nv.nvmlDeviceGetUUID, h)),
+        name=_nvml.text(call(nv.nvmlDeviceGetName, h)) or f"GPU {index}",
+        uuid=_nvml.text(call(nv.nvmlDeviceGetUUID, h)),
         pci_bus_id=bus_id,
         compute_capability=cc,
         sm_count=_sm_count(nv, h, cc),

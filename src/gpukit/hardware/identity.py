@@ -34,12 +34,6 @@ def node_name(name: str | None = None) -> str:
     return chosen
 
 
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _gpus() -> list[dict[str, Any]]:
     nv = _nvml.module()
     if nv is None:
@@ -53,10 +47,10 @@ def _gpus() -> list[dict[str, Any]]:
         out.append(
             {
                 "index": i,
-                "uuid": _text(_nvml.call(nv.nvmlDeviceGetUUID, h)),
-                "serial": _text(_nvml.call(getattr(nv, "nvmlDeviceGetSerial", None), h)),
-                "name": _text(_nvml.call(nv.nvmlDeviceGetName, h)) or f"GPU {i}",
-                "pci_bus_id": _text(pci.busId) if pci is not None else None,
+                "uuid": _nvml.text(_nvml.call(nv.nvmlDeviceGetUUID, h)),
+                "serial": _nvml.text(_nvml.call(getattr(nv, "nvmlDeviceGetSerial", None), h)),
+                "name": _nvml.text(_nvml.call(nv.nvmlDeviceGetName, h)) or f"GPU {i}",
+                "pci_bus_id": _nvml.text(pci.busId) if pci is not None else None,
             }
         )
     return out

@@ -25,12 +25,6 @@ __all__ = ["ClockReader", "ClockSample", "cache_bytes", "gpu_states"]
 _CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38  # cuda.h: CUdevice_attribute
 
 
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _one_state(nv: Any, index: int) -> dict[str, Any] | None:
     h = _nvml.handle(index)
     if h is None:
@@ -48,9 +42,9 @@ def _one_state(nv: Any, index: int) -> dict[str, Any] | None:
     persistence = read("nvmlDeviceGetPersistenceMode")
     return {
         "index": index,
-        "name": _text(read("nvmlDeviceGetName")),
-        "serial": _text(read("nvmlDeviceGetSerial")),
-        "uuid": _text(read("nvmlDeviceGetUUID")),
+        "name": _nvml.text(read("nvmlDeviceGetName")),
+        "serial": _nvml.text(read("nvmlDeviceGetSerial")),
+        "uuid": _nvml.text(read("nvmlDeviceGetUUID")),
         "app_sm_clock_mhz": read("nvmlDeviceGetApplicationsClock", sm),
         "app_mem_clock_mhz": read("nvmlDeviceGetApplicationsClock", mem),
         "max_sm_clock_mhz": read("nvmlDeviceGetMaxClockInfo", sm),
