@@ -48,11 +48,13 @@ class FigurePlan:
     settings: tuple[tuple[str, Any], ...] = ()  # harness Settings fields that differ from FIGURE_SETTINGS
 
 
-# A GEMM figure is the power-capped steady state, not the boost a GPU holds for its first few hundred milliseconds:
-# on an H200 (700 W) ten 20 ms samples straddled the drop from 1980 MHz to ~1500 MHz, and the median of a run moved
-# 725-782 TFLOP/s over seven runs (7.9 %) while the 1-second samples of the soak stayed within 0.3 %. So: 300 calls
-# of warm-up (~0.45 s at bf16), then twenty 100 ms samples.
-STEADY_GEMM = (("warmup", 300), ("target_sample_s", 0.1), ("repeats", 20))
+# A GEMM figure is the power-capped steady state, read over samples long enough to average the power cap's own
+# regulation. On an H200 (700 W) ten 20 ms samples straddled the drop from the 1980 MHz boost and spread 7.85 % over
+# seven runs; 300 calls of warm-up and twenty 100 ms samples still spread 3.83 % over four runs, because at the cap
+# the SM clock moves between 1290 and 1620 MHz from one 100 ms sample to the next (13-30 % within a run). The soak,
+# the same GEMM in 1 s samples, held 0.16-0.30 % in every run of two sessions. So: 1000 calls of warm-up (~1.6 s of
+# bf16, ~0.9 s of fp8: the boost is over), then five samples of ~1 s each.
+STEADY_GEMM = (("warmup", 1000), ("target_sample_s", 1.0), ("repeats", 5))
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,9 @@ def test_the_gpu_gemms_are_timed_in_the_steady_state() -> None:
     gemms = [p for p in cuda_plan() if p.workload == "gemm"]
     assert [p.size for p in gemms] == ["8192:bf16", "8192:fp8"]
     assert all(dict(p.settings) == dict(STEADY_GEMM) for p in gemms)
-    assert dict(STEADY_GEMM)["repeats"] * dict(STEADY_GEMM)["target_sample_s"] >= 2.0  # two seconds of samples
+    steady = dict(STEADY_GEMM)
+    assert steady["target_sample_s"] >= 1.0  # each sample averages the power cap's ~100 ms regulation
+    assert steady["repeats"] >= 5 and steady["warmup"] >= 1000  # past the boost (~0.5 s) before the first sample
 
 
 def test_a_device_that_cannot_be_selected_is_a_failed_row() -> None:
