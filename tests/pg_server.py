@@ -18,7 +18,7 @@ PG_ENV = "GPUKIT_TEST_PG_URL"
 def pg_admin_url() -> str:
     """The test server's URL, or skip (fail in CI) with the reason."""
     url = os.environ.get(PG_ENV, "").strip()
-    if url and not url.startswith(("postgresql://", "postgres://")) or any(c.isspace() for c in url):
+    if (url and not url.startswith(("postgresql://", "postgres://"))) or any(c.isspace() for c in url):
         pytest.fail(f"{PG_ENV} is not one postgresql:// URL: {url!r}")
     if url:
         return url

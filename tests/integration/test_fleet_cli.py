@@ -3,25 +3,14 @@ names a server): simulated acceptances written with the store's own save_accepta
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+import fleet_synthetic as synth
 
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-synth = _load("fleet_synthetic_cli", HERE.parent / "unit" / "fleet" / "fleet_synthetic.py")
 SLOW = {(1, 2): ("gemm_bf16_tflops", 0.06), (4, 7): ("hbm_copy_gbps", 0.10)}
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import socket
@@ -18,14 +17,10 @@ from pathlib import Path
 
 import pytest
 
+import fleet_synthetic as synth
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-_spec = importlib.util.spec_from_file_location(
-    "fleet_synthetic_exp", HERE.parent / "unit" / "fleet" / "fleet_synthetic.py"
-)
-assert _spec and _spec.loader
-synth = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(synth)
 
 
 def _promtool() -> str:

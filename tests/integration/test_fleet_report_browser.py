@@ -1,36 +1,19 @@
 """`gpukit fleet report` in a real browser: headless Chromium opens the page written from a real store, every image
-loads, no console errors, every section there (the probe script is the one the bench report's browser test uses)."""
+loads, no console errors, every section there (tests/browser.py, as for the bench report)."""
 
 from __future__ import annotations
 
-import html
-import importlib.util
-import json
-import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+import fleet_synthetic as synth
+from browser import console_lines, needs_chromium, open_page
+
 pytest.importorskip("matplotlib")
 
-HERE = Path(__file__).resolve().parent
 
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-synth = _load("fleet_synthetic_browser", HERE.parent / "unit" / "fleet" / "fleet_synthetic.py")
-bench_browser = _load("report_browser_probe", HERE / "test_report_browser.py")
-
-
-@pytest.mark.skipif(not Path(bench_browser.CHROMIUM).exists(), reason="headless Chromium not installed")
+@needs_chromium
 def test_fleet_report_renders_in_headless_chromium(run_cli, tmp_path: Path) -> None:
     from gpukit.fleet.report import SECTIONS
     from gpukit.history import open_history
@@ -46,19 +29,7 @@ def test_fleet_report_renders_in_headless_chromium(run_cli, tmp_path: Path) -> N
     assert "12 nodes, 96 GPUs, 2 flagged" in res.stdout
     page_html = out.read_text(encoding="utf-8")
     assert "http://" not in page_html and "https://" not in page_html  # self-contained
-    probe = tmp_path / "probe.html"
-    probe.write_text(page_html.replace("<head>", "<head>" + bench_browser.PROBE, 1), encoding="utf-8")
-    profile = tmp_path / "profile"
-    cmd = [bench_browser.CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-           f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000",
-           "--dump-dom", probe.as_uri()]  # fmt: skip
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    m = re.search(r'<pre id="__status">(.*?)</pre>', proc.stdout, re.S)
-    assert m, f"no status in the dumped DOM (rc {proc.returncode}): {proc.stderr[-2000:]}"
-    status = json.loads(html.unescape(m.group(1)))
+    status, log = open_page(page_html, tmp_path)
     assert status["errors"] == []
     assert status["sections"] == list(SECTIONS)
     # heatmap + one distribution per figure (7) + the soak traces of the flagged GPUs
@@ -71,7 +42,7 @@ def test_fleet_report_renders_in_headless_chromium(run_cli, tmp_path: Path) -> N
     )
     assert "slow from" in captions["plot-dist-gemm_bf16_tflops"]
     assert status["height"] > 3000
-    assert [ln for ln in proc.stderr.splitlines() if ":CONSOLE" in ln] == []
+    assert console_lines(log) == []
     outliers = page_html.split('<section id="outliers">', 1)[1].split("</section>", 1)[0]
     assert "node-003" in outliers and "gemm_bf16_tflops" in outliers and "node-009" in outliers
     assert "hw_thermal_slowdown" in outliers

@@ -1,59 +1,22 @@
 """The HTML report in a real browser: headless Chromium (Debian's ``chromium``) opens it, every image loads, no console
 errors. Synthetic rows go through the real store and the real ``gpukit report`` command first.
 
-The page itself has no script; the test injects one at the top of <head> that records error events and
-``console.error`` calls, and after ``load`` writes what it found into a <pre id="__status"> that ``--dump-dom``
-prints. Chromium's own console log (``--enable-logging=stderr``) is checked too.
+The probe script and the Chromium call are in tests/browser.py; Chromium's own console log is checked too.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from browser import console_lines, needs_chromium, open_page
+
 pytest.importorskip("matplotlib")
 
-CHROMIUM = "/usr/bin/chromium"
 HERE = Path(__file__).resolve().parent
-PROBE = """<script>
-window.__errors = [];
-window.addEventListener("error", function (e) {
-  window.__errors.push("error: " + (e.message || (e.target && (e.target.alt || e.target.src || e.target.tagName))));
-}, true);
-(function () {
-  var orig = console.error;
-  console.error = function () { window.__errors.push("console: " + Array.prototype.join.call(arguments, " "));
-                                return orig.apply(console, arguments); };
-})();
-window.addEventListener("load", function () {
-  var imgs = Array.prototype.slice.call(document.images);
-  var status = {
-    images: imgs.length,
-    broken: imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); })
-                .map(function (i) { return i.alt; }),
-    widths: imgs.map(function (i) { return i.naturalWidth; }),
-    sections: Array.prototype.map.call(document.querySelectorAll("section"), function (s) { return s.id; }),
-    rows: Array.prototype.map.call(document.querySelectorAll("#machine tr, #ceilings tr"), function (tr) {
-      return Array.prototype.map.call(tr.cells, function (c) { return c.textContent; });
-    }),
-    captions: Array.prototype.map.call(document.querySelectorAll("figcaption"), function (c) {
-      return [c.parentNode.id, c.textContent];
-    }),
-    height: document.body.scrollHeight,
-    errors: window.__errors
-  };
-  var pre = document.createElement("pre");
-  pre.id = "__status";
-  pre.textContent = JSON.stringify(status);
-  document.body.appendChild(pre);
-});
-</script>"""
 
 
 def _synthetic_run():
@@ -65,7 +28,7 @@ def _synthetic_run():
     return module.synthetic_run()
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="headless Chromium not installed (apt-get install chromium)")
+@needs_chromium
 def test_report_renders_in_headless_chromium(run_cli, tmp_path):
     from gpukit.bench.report import SECTIONS
     from gpukit.history import open_history
@@ -76,40 +39,13 @@ def test_report_renders_in_headless_chromium(run_cli, tmp_path):
     report = tmp_path / "report.html"
     res = run_cli("report", "--last", "--db", str(db), "-o", str(report))
     assert res.exit_code == 0, res.stderr
-    page = tmp_path / "probe.html"
-    page.write_text(report.read_text(encoding="utf-8").replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
-    profile = tmp_path / "profile"
-    cmd = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=10000",
-        "--dump-dom",
-        page.as_uri(),
-    ]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    m = re.search(r'<pre id="__status">(.*?)</pre>', proc.stdout, re.S)
-    assert m, f"no status in the dumped DOM (rc {proc.returncode}): {proc.stderr[-2000:]}"
-    status = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    status, log = open_page(report.read_text(encoding="utf-8"), tmp_path)
     assert status["errors"] == []
     assert status["sections"] == list(SECTIONS)
     assert status["images"] == 11 and status["broken"] == []
     assert all(w >= 600 for w in status["widths"])  # the PNGs decoded at their real size (700-750 px wide)
     assert status["height"] > 2000  # laid out, not an empty page
-    console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
-    assert console == []
+    assert console_lines(log) == []
 
 
 RAW_KEY = re.compile(r"^[a-z0-9]+(_[a-z0-9]+)+$")  # gpu_names, cpu_mem_gbps: a key, not words
@@ -119,7 +55,7 @@ def _rows_from_page(status: dict) -> dict[str, str]:
     return {r[0]: r[1] for r in status["rows"] if len(r) == 2}
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="headless Chromium not installed (apt-get install chromium)")
+@needs_chromium
 def test_report_shows_words_and_units_in_the_browser(run_cli, tmp_path):
     """What a person reads: labels in words, every figure with its unit, captions naming both roofs and the axes."""
     from gpukit.history import open_history
@@ -131,20 +67,7 @@ def test_report_shows_words_and_units_in_the_browser(run_cli, tmp_path):
         history.save_run(run.to_dict())
     report = tmp_path / "report.html"
     assert run_cli("report", "--last", "--db", str(db), "-o", str(report)).exit_code == 0
-    page = tmp_path / "probe.html"
-    page.write_text(report.read_text(encoding="utf-8").replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
-    profile = tmp_path / "profile"
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={profile}",
-           "--virtual-time-budget=10000", "--dump-dom", page.as_uri()]  # fmt: skip
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    m = re.search(r'<pre id="__status">(.*?)</pre>', proc.stdout, re.S)
-    assert m, proc.stderr[-2000:]
-    status = json.loads(
-        m.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
-    )
+    status, _ = open_page(report.read_text(encoding="utf-8"), tmp_path)
     rows = _rows_from_page(status)
     assert not [k for k in rows if RAW_KEY.match(k)], rows  # no raw keys left
     assert rows["GPUs"] == "none found" and "[]" not in "".join(rows.values())

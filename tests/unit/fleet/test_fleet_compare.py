@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
+import fleet_synthetic as synth
 from gpukit.errors import ConfigError
 from gpukit.fleet.compare import compare_nodes, settings_of
 from gpukit.fleet.record import Acceptance
-
-_spec = importlib.util.spec_from_file_location("fleet_synthetic_cmp", Path(__file__).with_name("fleet_synthetic.py"))
-assert _spec and _spec.loader
-synth = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(synth)
 
 # what accept's NVML snapshot (fleet/telemetry.py Health) holds before a run: settings and readings mixed
 BEFORE = {"index": 0, "power_limit_w": 700.0, "sm_clock_mhz": 1980, "sm_clock_max_mhz": 1980, "mem_clock_mhz": 3201,

@@ -9,19 +9,13 @@ test can tell a good rule from a bad one.
 
 from __future__ import annotations
 
-import importlib.util
 import random
-from pathlib import Path
 
 import pytest
 
+import fleet_synthetic as synth
 from gpukit.fleet import stats
 from gpukit.fleet.status import fleet_status
-
-_spec = importlib.util.spec_from_file_location("fleet_synthetic", Path(__file__).with_name("fleet_synthetic.py"))
-assert _spec and _spec.loader
-synth = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(synth)
 
 NODES, GPUS, FLEETS, PER_STEP = 64, 8, 6, 24
 STEPS = (0.03, 0.05, 0.10)

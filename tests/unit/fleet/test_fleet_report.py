@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
+import fleet_synthetic as synth
 from gpukit.fleet import report
 from gpukit.fleet.outliers import describe_telemetry, find_outliers
 from gpukit.fleet.status import fleet_status
 
 pytest.importorskip("matplotlib")
-
-_spec = importlib.util.spec_from_file_location("fleet_synthetic_rep", Path(__file__).with_name("fleet_synthetic.py"))
-assert _spec and _spec.loader
-synth = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(synth)
 
 
 def test_node_cells_take_each_nodes_slowest_gpu_and_mark_flags() -> None:

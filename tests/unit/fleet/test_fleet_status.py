@@ -3,19 +3,14 @@ annotation writes the fleet's judgement into the documents."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+import fleet_synthetic as synth
 from gpukit.errors import ConfigError
 from gpukit.fleet.exporter import annotate
 from gpukit.fleet.status import fleet_status, parse_records, require_fleet
-
-_spec = importlib.util.spec_from_file_location("fleet_synthetic_st", Path(__file__).with_name("fleet_synthetic.py"))
-assert _spec and _spec.loader
-synth = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(synth)
 
 
 def test_fleets_are_grouped_by_model_and_stack() -> None:

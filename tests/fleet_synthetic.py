@@ -1,8 +1,8 @@
 """A simulated fleet of acceptance documents: each figure drawn around its H200 median with the measured run-to-run
 spread (tests/fixtures/fleet/h200_spread.json), some GPUs slowed by a known fraction on one figure.
 
-Used by the detection test, the status/outliers/compare/report/exporter tests and the timing test. Loaded by path
-(``importlib``) from the integration tests, like ``tests/unit/bench/report_synthetic.py``.
+Used by the detection test, the status/outliers/compare/report/exporter tests and the timing test (``import
+fleet_synthetic``: tests/ is on the path, as for ``pg_server``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from gpukit.fleet import stats
 
-SPREAD_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "fleet" / "h200_spread.json"
+SPREAD_FILE = Path(__file__).resolve().parent / "fixtures" / "fleet" / "h200_spread.json"
 DRIVER = "580.159.04"
 
 
