@@ -10,9 +10,11 @@ a row asked for cold is measured hot and says why.
 
 **Throttling.** :class:`ThrottleGuard` reads the SM clock and the clock-event reasons before and after each
 sample (two NVML calls each); a sample is discarded when the SM clock was below :data:`CLOCK_FLOOR` of the
-application clock at either end, or a thermal or power-brake slowdown was set (NVML's ``sw_power_cap`` alone is
-not a slowdown: a GEMM at its power limit runs capped all the time, that is its speed; a deep cap shows as a clock
-below the floor).
+application clock at either end with no power cap to explain it, or a thermal or power-brake slowdown was set.
+NVML's ``sw_power_cap`` is not a slowdown: a GEMM at its power limit runs capped all the time, that is its speed,
+and its clock may sit far below the floor (an H200 at its 700 W limit ran a bf16 GEMM at 1,290–1,620 MHz against a
+1,980 MHz application clock: 65–82 %). A power limit set lower than the last run's is a difference in the GPU's
+state, which every comparison checks (``bench.verdict``).
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ class ThrottleGuard:
         if slow:
             return f"throttled: {', '.join(slow)}"
         app = self._reader.app_clock_mhz
-        if app and r.sm_clock_mhz is not None and r.sm_clock_mhz < CLOCK_FLOOR * app:
+        capped = "sw_power_cap" in r.reasons
+        if app and not capped and r.sm_clock_mhz is not None and r.sm_clock_mhz < CLOCK_FLOOR * app:
             return f"SM clock below {CLOCK_FLOOR:.0%} of the {app} MHz application clock"
         return None
 

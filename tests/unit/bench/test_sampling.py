@@ -135,6 +135,21 @@ def test_the_guard_discards_thermal_and_slow_clock_samples_and_keeps_a_power_cap
                         "SM clock below 75% of the 1980 MHz application clock", None]  # fmt: skip
 
 
+def test_a_clock_below_the_floor_at_the_power_cap_is_the_gpus_speed_not_a_throttle() -> None:
+    # An H200 at its 700 W limit in a bf16 GEMM: 1290-1620 MHz with sw_power_cap (0x4), 65-82 % of 1980 MHz.
+    fake = RecordedNvml([(1290, 0x4), (1620, 0x4), (1290, 0x0), (1290, 0x4)])
+    _nvml.use(fake)
+    try:
+        guard = ThrottleGuard(ClockReader(0))
+        outcomes = []
+        for _ in range(2):
+            guard.before()
+            outcomes.append(guard.after())
+    finally:
+        _nvml.reset()
+    assert outcomes == [None, "SM clock below 75% of the 1980 MHz application clock"]  # the cap gone, the clock low
+
+
 class FakeGpu(Backend):
     """A 'cuda' backend on host arrays (the harness treats it as a GPU: throttle guard, cache from L2)."""
 
