@@ -10,6 +10,7 @@ Each is a float32 vector add (out = a + b, 12 bytes moved per element) whose imp
 FIRST_CALL_ONLY           right on the first call (which gpukit used to be the only one checked), nothing after
 MUTATES_INPUT             right every time (from a copy it kept), but zeroes its input ``a`` after computing
 BACKGROUND_THREAD         first call right; later calls return at once and a thread writes ``out`` 0.3 s later
+ONCE_PER_BUFFER           computes into each output buffer once (remembered by its address), then returns at once
 HANGS                     first calls right; timed calls sleep for an hour (``--call-timeout`` must stop it)
 CALLS_EXIT                calls ``sys.exit(3)`` (gpukit must not exit with the run unsaved)
 IMPOSSIBLE                right, but claims 10,000× the bytes it moves (a figure above the datasheet peak)
@@ -105,6 +106,18 @@ def background_thread() -> Fn:
     return fn
 
 
+def once_per_buffer() -> Fn:
+    written: set[int] = set()
+
+    def fn(inputs: Mapping[str, Any], out: Any, size: Size) -> None:
+        address = out.data_ptr() if hasattr(out, "data_ptr") else out.ctypes.data
+        if address not in written:  # a result cache keyed by the output buffer
+            written.add(address)
+            _add(inputs["a"], inputs["b"], out)
+
+    return fn
+
+
 def hangs() -> Fn:
     calls = [0]
 
@@ -163,6 +176,7 @@ def _cheat(name: str, make: Callable[[], Fn], **overrides: Any) -> Workload:
 FIRST_CALL_ONLY = _cheat("cheat-first-call-only", first_call_only)
 MUTATES_INPUT = _cheat("cheat-mutates-input", mutates_input)
 BACKGROUND_THREAD = _cheat("cheat-background-thread", background_thread)
+ONCE_PER_BUFFER = _cheat("cheat-once-per-buffer", once_per_buffer)
 HANGS = _cheat("cheat-hangs", hangs)
 CALLS_EXIT = _cheat("cheat-calls-exit", lambda: calls_exit)
 IMPOSSIBLE = _cheat("cheat-impossible", lambda: honest, amount=lambda size, ref: 12.0 * size["n"] * 1e4)
@@ -177,6 +191,7 @@ ALL = {
     "FIRST_CALL_ONLY": "right on the first call, wrong after",
     "MUTATES_INPUT": "changed its input",
     "BACKGROUND_THREAD": "right on the first call, wrong after",
+    "ONCE_PER_BUFFER": "right on the first call, wrong after",
     "HANGS": "timed out",
     "CALLS_EXIT": "sys.exit(3)",
     "IMPOSSIBLE": "impossible",

@@ -21,8 +21,8 @@ say() { echo "== $*" | tee -a "$LOG"; }
 
 say "1/4 cheats as custom workloads (numpy, torch-cpu, torch-cuda; 256 MiB per operand, quick ceilings)"
 args=()
-for name in FIRST_CALL_ONLY MUTATES_INPUT BACKGROUND_THREAD HANGS CALLS_EXIT IMPOSSIBLE WRITES_SIZE NEGATIVE_AMOUNT \
-  NO_TOLERANCE_CHECK; do args+=(-w "$CHEATS:$name"); done
+for name in FIRST_CALL_ONLY MUTATES_INPUT BACKGROUND_THREAD ONCE_PER_BUFFER HANGS CALLS_EXIT IMPOSSIBLE WRITES_SIZE \
+  NEGATIVE_AMOUNT NO_TOLERANCE_CHECK; do args+=(-w "$CHEATS:$name"); done
 timeout 300 "$PY" -m gpukit bench "${args[@]}" --size 256MiB -b numpy -b torch-cpu -b torch-cuda --quick \
   --call-timeout 5 --budget 5 --db "$WORK/cheats.db" --json >"$WORK/cheats_run.json" 2>>"$LOG"
 echo "bench exit $? (1 expected: failed rows)" >>"$LOG"

@@ -7,13 +7,18 @@
 #   big    REPS × `bench vector-add saxpy --size 1GiB:float32 --device cuda --no-ceilings`          ~ REPS × 15 s
 #   gemm   REPS × `bench gemm --size 8192:bf16 --device cuda --no-ceilings`                        ~ REPS × 10 s
 #   shift  REPS × (shift-0 run, 2 % more work) and REPS × (shift-0, 5 % more work) of engine_shift_workload.py
+#   wall   3 × plain `gpukit bench --quick` (CPU and GPU rows: the README's command, target <= 30 s), wall-timed
+#          into walls.txt as "wall", then one more broken down by stage → $OUT/phases.json     ~ 4 × 40 s
 #   report engine_rerun_report.py over the history → $OUT/engine_rerun.md and .json
 #
 #   OUT=/some/dir PART=quick bash benchmarks/scripts/engine_rerun_h200.sh   (PYTHON=python3.12 picks the interpreter)
 #
 # Everything goes into one history, $OUT/engine.db (or $DB), so later parts and the report see the earlier ones: a
 # part too long for one device call (quick: ~REPS × 30 s on an H200 host) can run as two calls with REPS=10 and the
-# same DB (carry it back in between, or run both calls in one warm lease). The report pairs consecutive runs.
+# same DB (carry it back in between, or run both calls in one warm lease; FIXED=0 in the second call). The report
+# pairs consecutive runs. The bench flags used here (--quick --device --db --json --noise-target --no-ceilings
+# --size -w) are those of `gpukit bench` as of 2026-12-02; bench_quick_phases.py (beside this file) breaks one run
+# down by stage: PYTHONPATH=src python benchmarks/scripts/bench_quick_phases.py OUT.json -- bench --quick --json
 set -u
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to the output folder}"
@@ -22,6 +27,7 @@ export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
 REPS=${REPS:-20}
 PART=${PART:-all}
+FIXED=${FIXED:-3}  # quick: the fixed-count runs after the reruns (FIXED=0 in the second of two REPS=10 calls)
 DB=${DB:-$OUT/engine.db}
 LOG="$OUT/log.txt"
 WALLS="$OUT/walls.txt"
@@ -44,7 +50,7 @@ nvidia-smi --query-gpu=name,serial,driver_version,clocks.applications.graphics,p
 if [[ $PART == all || $PART == quick ]]; then
   say "quick: $REPS noise-stopped reruns, then 3 with a fixed count"
   for i in $(seq 1 "$REPS"); do gk quick --quick --device cuda --db "$DB" --json; done
-  for i in 1 2 3; do gk quick-fixed --quick --device cuda --noise-target 0 --db "$DB" --json; done
+  for i in $(seq 1 "$FIXED"); do gk quick-fixed --quick --device cuda --noise-target 0 --db "$DB" --json; done
 fi
 if [[ $PART == all || $PART == big ]]; then  # no ceilings: reruns compare rows; the datasheet still judges them
   say "big: $REPS × 1 GiB vector add / SAXPY"
@@ -64,6 +70,16 @@ if [[ $PART == all || $PART == shift ]]; then
       GPUKIT_SHIFT=$s gk "shift-$s" -w "$SHIFT:SHIFT_ADD" --size 256MiB --device cuda --no-ceilings --db "$DB" --json
     done
   done
+fi
+if [[ $PART == all || $PART == wall ]]; then
+  say "wall: 3 × bench --quick (every device), then one broken down by stage"
+  for i in 1 2 3; do gk wall --quick --db "$OUT/wall.db" --json; done
+  t0=$(date +%s%N)
+  GPUKIT_T0_NS=$t0 timeout 300 "$PY" benchmarks/scripts/bench_quick_phases.py "$OUT/phases.json" -- \
+    bench --quick --db "$OUT/wall.db" --json >"$OUT/last.json" 2>>"$LOG"
+  rc=$?
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  echo "wall-phases $((ms / 1000)).$(printf %03d $((ms % 1000))) rc=$rc" >>"$WALLS"
 fi
 if [[ $PART == all || $PART == report ]]; then
   say "report"

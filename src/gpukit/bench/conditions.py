@@ -83,7 +83,7 @@ class ThrottleGuard:
 
 def resolve_cache(mode: str, working_set_bytes: float, cache: int | None, called_once: bool) -> tuple[str, str | None]:
     """The cache state a row is measured in ("hot" or "cold") and, when it differs from what was asked, why."""
-    if mode == "hot":
+    if mode == "hot" or (mode == "auto" and not called_once):  # a loop is hot, whatever the cache holds
         return "hot", None
     if cache is None:
         return "hot", "cold asked for, but the cache size of this device is unknown: measured hot"

@@ -34,10 +34,10 @@ from gpukit.bench.conditions import cache_state, throttle_guard
 from gpukit.bench.results import THROUGHPUT_UNITS, Result
 from gpukit.bench.timing import HostClock, Samples, StopRule, choose_inner, measure, rel_mad
 from gpukit.bench.watchdog import CALL_TIMEOUT_S, CallTimeout, watch
-from gpukit.bench.workloads.base import Implementation, Size, Workload
+from gpukit.bench.workloads.base import Implementation, Size, Workload, same_bits
 from gpukit.errors import BackendUnavailable
 
-__all__ = ["CALL_TIMEOUT_S", "Prepared", "Progress", "Settings", "cannot_run", "prepare", "run_one"]
+__all__ = ["CALL_TIMEOUT_S", "Prepared", "Progress", "Settings", "cannot_run", "prepare", "run_one", "same_bits"]
 
 # Inputs smaller than this are rotated among several copies so a timed call does not find them in cache
 # (H200 L2 is 50 MiB; server CPUs have up to a few hundred MiB of L3).
@@ -139,24 +139,6 @@ def _to_device(impl: Implementation, backend: Backend, inputs: Mapping[str, Any]
     if impl.prepare is not None:
         return impl.prepare(inputs, size)
     return {k: backend.to_device(v) if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
-
-
-_CHUNK_BYTES = 16 << 20
-
-
-def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two arrays hold exactly the same bytes (NaN payloads and signed zeros included), compared in 16 MiB
-    chunks: ``np.array_equal(..., equal_nan=True)`` on a 256 MiB input took 7.5 s on a loaded 2-core machine
-    (isnan masks and boolean-indexed copies of both arrays) against 0.1 s here, and ran for every input copy of
-    every row since the engine's second pass (with the 1 GiB ceilings of the same commit, the likely cause of
-    `bench --quick` growing from 42 to 60 s on the H200 host; not re-measured there yet)."""
-    if a.shape != b.shape:
-        return False
-    if a.dtype != b.dtype:  # read back in another dtype: compare values
-        return bool(np.array_equal(a, b))
-    x = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-    y = np.ascontiguousarray(b).reshape(-1).view(np.uint8)
-    return all(np.array_equal(x[i : i + _CHUNK_BYTES], y[i : i + _CHUNK_BYTES]) for i in range(0, x.size, _CHUNK_BYTES))
 
 
 def _telemetry(backend: Backend, index: int) -> Any:
@@ -426,9 +408,11 @@ def _first_sample_check(ctx: _Ctx) -> Callable[[], None] | None:
 
 
 def _timed(ctx: _Ctx, plan: _Plan) -> tuple[Samples, Any, Any]:
-    """The timed samples, into a freshly poisoned output (so what is checked afterwards is what they wrote)."""
+    """The timed samples, into a freshly poisoned output (so what is checked afterwards is what they wrote): the
+    first call's buffer poisoned again in place, not a new one (an implementation that skips outputs it already
+    wrote is caught, and a 256 MiB ceiling row touches 256 MiB less fresh memory)."""
     if ctx.workload.checks_timed_calls:
-        ctx.out = ctx.backend.poisoned(ctx.shape, ctx.dtype)
+        ctx.out = ctx.backend.repoison(ctx.out, ctx.dtype)
     before = _telemetry(ctx.backend, ctx.settings.gpu_index)
     limit = None if ctx.settings.call_timeout_s is None else ctx.settings.budget_s + ctx.settings.call_timeout_s
     with ctx.watch(limit, what="the timed calls"):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gpukit.bench.harness import CALL_TIMEOUT_S
-from gpukit.cli import render
+from gpukit.cli import render, skip_teardown
 from gpukit.cli.bench_render import print_baseline, print_crossovers, print_run, to_csv, to_markdown, write_output
 from gpukit.cli.history import db_option, node_option
 
@@ -287,6 +287,7 @@ def bench(
     else:
         judge = (tol, force)
         code = _report(run, baseline, baseline_doc, judge, write_baseline, markdown, save_image, as_json, as_csv)
+    skip_teardown()  # saved, printed, files written: finalizing torch and numba cost ~1 s of a 2-core --quick
     return 2 if not no_save and run.id is None else code  # the store refused the run (kept in a file): exit 2
 
 

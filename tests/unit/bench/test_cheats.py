@@ -40,6 +40,7 @@ def _rows(name: str, backends: tuple[str, ...] = ("numpy", "torch-cpu"), size: s
         ("FIRST_CALL_ONLY", "right on the first call, wrong after"),
         ("MUTATES_INPUT", "changed its input 'a'"),
         ("BACKGROUND_THREAD", "right on the first call, wrong after"),
+        ("ONCE_PER_BUFFER", "right on the first call, wrong after"),  # passed while timed calls got a new buffer
         ("CALLS_EXIT", "called sys.exit(3)"),
         ("WRITES_SIZE", "TypeError"),
         ("NEGATIVE_AMOUNT", "amount of work per call is -1.0"),

@@ -230,6 +230,8 @@ def test_cold_rows_flush_one_call_per_sample_and_unknown_cache_measures_hot(monk
     assert resolve_cache("auto", 1e6, 50 << 20, called_once=True) == ("cold", None)
     assert resolve_cache("auto", 1e9, 50 << 20, called_once=True) == ("hot", None)  # does not fit: hot
     assert resolve_cache("auto", 1e6, 50 << 20, called_once=False) == ("hot", None)  # a loop: hot
+    # auto, a loop: the cache size is never read, and no row says "cold asked for" (every --quick row did)
+    assert resolve_cache("auto", 1e6, None, called_once=False) == ("hot", None)
 
 
 def test_cpu_last_level_cache_from_sysfs(tmp_path: Path) -> None:

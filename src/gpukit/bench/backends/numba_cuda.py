@@ -4,6 +4,7 @@ CPU: the backend then reports device "cpu" and a host clock (only correctness me
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -42,6 +43,8 @@ class NumbaCudaBackend(Backend):
         self.has_transfers = not self.simulated
 
     def availability(self) -> Availability:
+        if not self.simulated and (missing := _no_driver()) is not None:
+            return Availability(False, missing, "check the driver: gpukit doctor; " + HINT)
         try:
             from numba import cuda
         except Exception as exc:
@@ -80,6 +83,10 @@ class NumbaCudaBackend(Backend):
 
         return cuda.to_device(np.full(shape, poison_value(dtype), dtype=dtype))
 
+    def repoison(self, x: Any, dtype: str) -> Any:
+        x.copy_to_device(np.full(x.shape, poison_value(dtype), dtype=dtype))  # device arrays have no fill
+        return x
+
     def synchronize(self) -> None:
         from numba import cuda
 
@@ -106,6 +113,22 @@ class NumbaCudaBackend(Backend):
         from numba import cuda
 
         cuda.current_context().deallocations.clear()  # free what numba deferred, before the next result
+
+
+@cache
+def _no_driver() -> str | None:
+    """Why numba could not find a CUDA driver here, found without importing numba.cuda (1 s of a 2-core --quick,
+    only to learn there is no GPU): the driver library does not load. None where it loads, where numba is pointed
+    at another one (``NUMBA_CUDA_DRIVER``) and off Linux — numba.cuda then decides."""
+    if not sys.platform.startswith("linux") or os.environ.get("NUMBA_CUDA_DRIVER"):
+        return None
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        return f"no CUDA device visible to numba: no CUDA driver ({str(exc).split(':')[0]} does not load)"
+    return None
 
 
 @cache
