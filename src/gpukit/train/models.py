@@ -6,8 +6,8 @@ The seed (Keras): Conv2D(32, 3×3, relu) → MaxPooling2D(2) → Flatten → Den
 conv 3×3 + batch-norm + ReLU + max-pool stages (24 → 48 → 96 → 192 channels), the first with two convolutions at
 full resolution (a 5×5 view of the pixels before anything is pooled away: the corners of a 4–8 px object survive),
 then *global* average and max pooling (the features no longer depend on where the object is, and the head has 385
-weights instead of 3.9 M), dropout and one linear layer. The networks here return logits; the sigmoid (or softmax) lives in the loss
-(`BCEWithLogitsLoss`, numerically safer) and in prediction.
+weights instead of 3.9 M), dropout and one linear layer. The networks here return logits; the sigmoid (or softmax)
+lives in the loss (`BCEWithLogitsLoss`, numerically safer) and in prediction.
 """
 
 from __future__ import annotations
