@@ -12,12 +12,13 @@ lives in the loss (`BCEWithLogitsLoss`, numerically safer) and in prediction.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch is an optional extra: import it only where a model is built
     import torch.nn as nn
 
-__all__ = ["DEFAULT_MODEL", "MODEL_NAMES", "build_model", "seed_cnn", "seed_mlp", "small_cnn"]
+__all__ = ["DEFAULT_MODEL", "MODEL_NAMES", "build_model", "seed_cnn", "seed_mlp", "small_cnn", "small_cnn_layout"]
 
 SMALL_CNN_WIDTHS = (24, 48, 96, 192)
 SMALL_CNN_FULL_RES_CONVS = 2  # convolutions before the first pool; 1 was the first small-cnn (issue 23)
@@ -94,8 +95,16 @@ MODEL_NAMES = ("small-cnn", "seed-cnn", "resnet18", "resnet34", "resnet50")
 DEFAULT_MODEL = "small-cnn"
 
 
-def build_model(name: str, image_size: int = 64, num_classes: int = 2) -> nn.Module:
-    """Build a model by its CLI name; raises ``ValueError`` for an unknown one."""
+def small_cnn_layout(weights: Mapping[str, Any]) -> int:
+    """``full_res_convs`` of a small-cnn's weights: its convolutions of the first stage's width (checkpoints written
+    before the second one was added hold one; they still load)."""
+    first = [v for v in weights.values() if getattr(v, "ndim", 0) == 4 and v.shape[0] == SMALL_CNN_WIDTHS[0]]
+    return len(first) or SMALL_CNN_FULL_RES_CONVS
+
+
+def build_model(name: str, image_size: int = 64, num_classes: int = 2, full_res_convs: int | None = None) -> nn.Module:
+    """Build a model by its CLI name; raises ``ValueError`` for an unknown one. ``full_res_convs``: small-cnn's
+    layout (default: today's; :func:`small_cnn_layout` reads a checkpoint's)."""
     if name == "seed-cnn":
         return seed_cnn(image_size=image_size, num_classes=num_classes)
     if name == "small-cnn":
@@ -103,7 +112,7 @@ def build_model(name: str, image_size: int = 64, num_classes: int = 2) -> nn.Mod
             raise ValueError(
                 f"small-cnn needs an image size of at least {2 ** len(SMALL_CNN_WIDTHS)}, got {image_size}"
             )
-        return small_cnn(num_classes=num_classes)
+        return small_cnn(num_classes=num_classes, full_res_convs=full_res_convs or SMALL_CNN_FULL_RES_CONVS)
     if name in ("resnet18", "resnet34", "resnet50"):
         import torchvision.models as tvm
 
