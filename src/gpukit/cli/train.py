@@ -150,7 +150,7 @@ def _train_command(
     saturation: float | None = typer.Option(None, "--saturation", help="Saturation factor range [1-c, 1+c] (0.3)."),
     crop: float | None = typer.Option(None, "--crop", help="Random resized crop: least area share kept (0.8; 1: off)."),
     shift: float | None = typer.Option(None, "--shift", help="Random shift: up to this share of the side (0.1)."),
-    min_steps: int = typer.Option(2000, "--min-steps", help="At least this many optimizer steps (adds epochs)."),
+    min_steps: int = typer.Option(1200, "--min-steps", help="At least this many optimizer steps (adds epochs)."),
     schedule: str = typer.Option("cosine", "--schedule", help="Learning rate: cosine, one-cycle or constant."),
     warmup: float = typer.Option(0.05, "--warmup", help="Share of the steps spent warming up (cosine)."),
     min_delta: float = typer.Option(1e-3, "--min-delta", help="Val-loss gain that makes a new best epoch."),

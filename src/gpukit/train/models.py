@@ -3,22 +3,25 @@
 The seed (Keras): Conv2D(32, 3×3, relu) → MaxPooling2D(2) → Flatten → Dense(128, relu) → Dense(1, sigmoid), on
 64×64×3 images, batch 32, Adam, binary cross-entropy. Keras' Conv2D pads "valid", so 64 → 62 → pooled 31.
 ``small-cnn`` (the default) is the seed CNN made position-robust for small data sets trained from scratch: four
-conv 3×3 + batch-norm + ReLU + max-pool stages (24 → 48 → 96 → 192 channels), then *global* average and max
-pooling (the features no longer depend on where the object is, and the head has 385 weights instead of 3.9 M),
-dropout and one linear layer. The networks here return logits; the sigmoid (or softmax) lives in the loss
-(`BCEWithLogitsLoss`, numerically safer) and in prediction.
+conv 3×3 + batch-norm + ReLU + max-pool stages (24 → 48 → 96 → 192 channels), the first with two convolutions at
+full resolution (a 5×5 view of the pixels before anything is pooled away: the corners of a 4–8 px object survive),
+then *global* average and max pooling (the features no longer depend on where the object is, and the head has 385
+weights instead of 3.9 M), dropout and one linear layer. The networks here return logits; the sigmoid (or softmax)
+lives in the loss (`BCEWithLogitsLoss`, numerically safer) and in prediction.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch is an optional extra: import it only where a model is built
     import torch.nn as nn
 
-__all__ = ["DEFAULT_MODEL", "MODEL_NAMES", "build_model", "seed_cnn", "seed_mlp", "small_cnn"]
+__all__ = ["DEFAULT_MODEL", "MODEL_NAMES", "build_model", "seed_cnn", "seed_mlp", "small_cnn", "small_cnn_layout"]
 
 SMALL_CNN_WIDTHS = (24, 48, 96, 192)
+SMALL_CNN_FULL_RES_CONVS = 2  # convolutions before the first pool; 1 was the first small-cnn (issue 23)
 
 
 def _outputs(num_classes: int) -> int:
@@ -46,9 +49,11 @@ def seed_cnn(image_size: int = 64, num_classes: int = 2) -> nn.Module:
     )
 
 
-def small_cnn(num_classes: int = 2, widths: tuple[int, ...] = SMALL_CNN_WIDTHS, dropout: float = 0.2) -> nn.Module:
-    """The default network: conv-BN-ReLU-maxpool stages, global average + max pooling, dropout, one linear layer.
-    Any image size of at least 2**len(widths) works (the pooling is global)."""
+def small_cnn(num_classes: int = 2, widths: tuple[int, ...] = SMALL_CNN_WIDTHS, dropout: float = 0.2,
+              full_res_convs: int = SMALL_CNN_FULL_RES_CONVS) -> nn.Module:  # fmt: skip
+    """The default network: conv-BN-ReLU-maxpool stages (the first with ``full_res_convs`` convolutions, the others
+    with one), global average + max pooling, dropout, one linear layer. Any image size of at least 2**len(widths)
+    works (the pooling is global)."""
     import torch
     import torch.nn as nn
 
@@ -60,10 +65,13 @@ def small_cnn(num_classes: int = 2, widths: tuple[int, ...] = SMALL_CNN_WIDTHS, 
 
     layers: list[nn.Module] = []
     width = 3
-    for out in widths:
-        layers += [nn.Conv2d(width, out, 3, padding=1, bias=False), nn.BatchNorm2d(out), nn.ReLU(inplace=True),
-                   nn.MaxPool2d(2)]  # fmt: skip
-        width = out
+    if full_res_convs < 1:
+        raise ValueError(f"full_res_convs must be at least 1, got {full_res_convs}")
+    for stage, out in enumerate(widths):
+        for _ in range(full_res_convs if stage == 0 else 1):
+            layers += [nn.Conv2d(width, out, 3, padding=1, bias=False), nn.BatchNorm2d(out), nn.ReLU(inplace=True)]
+            width = out
+        layers.append(nn.MaxPool2d(2))
     layers += [GlobalPool(), nn.Flatten(), nn.Dropout(dropout), nn.Linear(2 * width, _outputs(num_classes))]
     return nn.Sequential(*layers)
 
@@ -87,8 +95,16 @@ MODEL_NAMES = ("small-cnn", "seed-cnn", "resnet18", "resnet34", "resnet50")
 DEFAULT_MODEL = "small-cnn"
 
 
-def build_model(name: str, image_size: int = 64, num_classes: int = 2) -> nn.Module:
-    """Build a model by its CLI name; raises ``ValueError`` for an unknown one."""
+def small_cnn_layout(weights: Mapping[str, Any]) -> int:
+    """``full_res_convs`` of a small-cnn's weights: its convolutions of the first stage's width (checkpoints written
+    before the second one was added hold one; they still load)."""
+    first = [v for v in weights.values() if getattr(v, "ndim", 0) == 4 and v.shape[0] == SMALL_CNN_WIDTHS[0]]
+    return len(first) or SMALL_CNN_FULL_RES_CONVS
+
+
+def build_model(name: str, image_size: int = 64, num_classes: int = 2, full_res_convs: int | None = None) -> nn.Module:
+    """Build a model by its CLI name; raises ``ValueError`` for an unknown one. ``full_res_convs``: small-cnn's
+    layout (default: today's; :func:`small_cnn_layout` reads a checkpoint's)."""
     if name == "seed-cnn":
         return seed_cnn(image_size=image_size, num_classes=num_classes)
     if name == "small-cnn":
@@ -96,7 +112,7 @@ def build_model(name: str, image_size: int = 64, num_classes: int = 2) -> nn.Mod
             raise ValueError(
                 f"small-cnn needs an image size of at least {2 ** len(SMALL_CNN_WIDTHS)}, got {image_size}"
             )
-        return small_cnn(num_classes=num_classes)
+        return small_cnn(num_classes=num_classes, full_res_convs=full_res_convs or SMALL_CNN_FULL_RES_CONVS)
     if name in ("resnet18", "resnet34", "resnet50"):
         import torchvision.models as tvm
 

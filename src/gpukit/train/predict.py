@@ -62,14 +62,15 @@ def load_model(path: Path, device: str = "cpu") -> LoadedModel:
     """Rebuild the network from a checkpoint and load its weights (verified against the recorded hash)."""
     from gpukit.train import checkpoint
     from gpukit.train.ckpt_meta import load_weights, model_meta
-    from gpukit.train.models import build_model
+    from gpukit.train.models import build_model, small_cnn_layout
 
     json_path = resolve_checkpoint(path)
     tensors, state = checkpoint.load(json_path)
     meta = model_meta(state, json_path)
-    net = build_model(meta.model, meta.image_size, len(meta.classes))
-    load_weights(net, {k.removeprefix("model."): v for k, v in tensors.items() if not k.startswith("optim.")},
-                 json_path)  # fmt: skip
+    weights = {k.removeprefix("model."): v for k, v in tensors.items() if not k.startswith("optim.")}
+    layout = small_cnn_layout(weights) if meta.model == "small-cnn" else None
+    net = build_model(meta.model, meta.image_size, len(meta.classes), full_res_convs=layout)
+    load_weights(net, weights, json_path)
     net.to(device).eval()
     return LoadedModel(net, meta.model, meta.classes, meta.image_size, json_path)
 

@@ -32,14 +32,14 @@ def test_seed_mlp_shape():
 
 def test_small_cnn_is_position_robust_and_small() -> None:
     """The default network: global pooling, so a pattern moved across the image gives the same features; any
-    image size from 16; 219,481 weights for two classes (the seed CNN has 3.9 M, almost all in its dense layer)."""
+    image size from 16; 224,713 weights for two classes (the seed CNN has 3.9 M, almost all in its dense layer)."""
     from gpukit.train.models import DEFAULT_MODEL, build_model, small_cnn
 
     assert DEFAULT_MODEL == "small-cnn"
     net = small_cnn(2).eval()
-    assert sum(p.numel() for p in net.parameters()) == 219_481
+    assert sum(p.numel() for p in net.parameters()) == 224_713
     # the same square at two places 32 px apart (a multiple of the network's stride, 16), each far enough from the
-    # border (40 px) that the network's view of it (a 46 px receptive field) is not cut off
+    # border (40 px) that the network's view of it (a 48 px receptive field) is not cut off
     x = torch.zeros(2, 3, 128, 128)
     x[0, :, 40:56, 40:56] = 1.0
     x[1, :, 72:88, 72:88] = 1.0
@@ -52,3 +52,29 @@ def test_small_cnn_is_position_robust_and_small() -> None:
         assert build_model("small-cnn", size, 5)(torch.rand(2, 3, size, size)).shape == (2, 5)
     with pytest.raises(ValueError, match="at least 16"):
         build_model("small-cnn", 8, 2)
+
+
+def test_small_cnn_convolves_twice_at_full_resolution_before_the_first_pool() -> None:
+    """Issue 23: objects of 4-8 px lost their corners to the first pool; the first stage now has two 3x3 convs at
+    the input's resolution (a 5x5 view), the others one. ``full_res_convs=1`` is the first small-cnn."""
+    from gpukit.train.models import small_cnn
+
+    net = small_cnn(2)
+    kinds = [type(m).__name__ for m in net]
+    assert kinds[:7] == ["Conv2d", "BatchNorm2d", "ReLU", "Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d"]
+    assert kinds.count("Conv2d") == 5 and kinds.count("MaxPool2d") == 4
+    with torch.no_grad():
+        assert net[:6](torch.rand(1, 3, 64, 64)).shape == (1, 24, 64, 64)  # still full resolution
+    # one pixel moved: the full-resolution stage sees it change two pixels away (5x5), one conv only one away
+    torch.manual_seed(0)
+    x = torch.zeros(1, 3, 9, 9)
+    x[0, :, 4, 4] = 1.0
+    for convs, reach in ((2, 2), (1, 1)):
+        stage = small_cnn(2, full_res_convs=convs)[: 3 * convs].eval()
+        with torch.no_grad():
+            changed = (stage(x) - stage(torch.zeros_like(x))).abs().amax(1)[0] > 0
+        rows = changed.any(1).nonzero().view(-1)
+        assert (rows.min().item(), rows.max().item()) == (4 - reach, 4 + reach)
+    assert sum(p.numel() for p in small_cnn(2, full_res_convs=1).parameters()) == 219_481
+    with pytest.raises(ValueError, match="at least 1"):
+        small_cnn(2, full_res_convs=0)

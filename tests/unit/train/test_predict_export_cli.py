@@ -115,3 +115,31 @@ def test_train_command_builds_only_its_own_cli_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "['export', 'predict', 'train'] False"
+
+
+def test_a_small_cnn_checkpoint_of_the_first_layout_still_loads(tmp_path: Path) -> None:
+    """Checkpoints written before small-cnn's second full-resolution convolution (one conv in its first stage) load
+    as that network, with their own weights, not as a mismatch."""
+    from train_testdata import make_folder
+
+    from gpukit.train import checkpoint
+    from gpukit.train.models import small_cnn
+    from gpukit.train.predict import load_model
+
+    data = make_folder(tmp_path / "data")
+    cfg = TrainConfig(data=data, out=tmp_path / "run", model="small-cnn", epochs=1, batch_size=8, image_size=16,
+                      device="cpu", min_steps=0)  # fmt: skip
+    train(cfg)
+    tensors, state = checkpoint.load(tmp_path / "run" / "best.json")
+    torch.manual_seed(3)
+    old = small_cnn(2, full_res_convs=1).eval()
+    old_tensors = {f"model.{k}": v for k, v in old.state_dict().items()}
+    assert set(old_tensors) != {k for k in tensors if k.startswith("model.")}  # the layouts differ
+    body = {k: v for k, v in state.items() if k not in ("tensors_file", "tensors_sha256", "meta_sha256")}
+    folder = tmp_path / "old"
+    folder.mkdir()
+    loaded = load_model(checkpoint.save(folder, "best", old_tensors, body))
+    x = torch.rand(4, 3, 16, 16)
+    with torch.no_grad():
+        assert torch.equal(loaded.net(x), old(x))
+    assert sum(isinstance(m, torch.nn.Conv2d) for m in loaded.net) == 4
