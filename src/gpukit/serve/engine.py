@@ -33,6 +33,14 @@ def start_engine(config: ServeConfig, metrics: Metrics) -> Engine:
     def on_batch(size: int, seconds: float) -> None:
         metrics.observe_batch(size, runner.gpu_memory_bytes(), batcher.depth)
 
-    batcher = Batcher(runner, config.max_batch, config.max_wait_s, config.queue_size, on_batch, align=runner.pass_rows)
+    batcher = Batcher(
+        runner,
+        config.max_batch,
+        config.max_wait_s,
+        config.queue_size,
+        on_batch,
+        align=runner.pass_rows,
+        on_cancel=metrics.cancelled.inc,
+    )
     batcher.start()
     return Engine(runner, batcher)

@@ -55,11 +55,14 @@ def test_pixel_limit_is_checked_before_decoding():
 
 
 def _chunks(*parts: bytes):
-    async def gen():
-        for p in parts:
-            yield p
+    """An ASGI ``receive`` handing over ``parts`` as the body's chunks."""
+    messages = [{"type": "http.request", "body": p, "more_body": i < len(parts) - 1} for i, p in enumerate(parts)]
+    messages = messages or [{"type": "http.request", "body": b"", "more_body": False}]
 
-    return gen()
+    async def receive():
+        return messages.pop(0)
+
+    return receive
 
 
 def test_body_limit_while_reading():
