@@ -47,7 +47,8 @@ _BATCH_FORM = {
 def create_app(model: Path | str, config: ServeConfig | None = None) -> Any:
     """A FastAPI app serving ``model`` (a run folder or checkpoint) in this process; mount it in your own ASGI app.
 
-    The model loads (from safetensors) in a background thread when the app starts: /readyz says 503 until it has.
+    The model loads (from safetensors) in a background thread when the app starts, then runs every batch size once:
+    /readyz says 503 (``loading``, then ``warming``) until it has.
     """
     config = (config or ServeConfig(model=Path(model))).validate()
     config.model = Path(model)
@@ -58,11 +59,12 @@ def create_app(model: Path | str, config: ServeConfig | None = None) -> Any:
         from gpukit.serve.engine import start_engine
 
         try:
-            engine = start_engine(config, core.metrics)
+            engine = start_engine(config, core.metrics, on_loaded=lambda runner: setattr(core, "warming", True))
         except Exception as exc:  # readyz and predict report it; healthz stays up so the failure can be seen
             core.load_error = f"{type(exc).__name__}: {exc}"
             return
         engines.append(engine)
+        core.warming = False
         core.device, core.warmup_s = engine.runner.device, engine.runner.warmup_s
         core.info, core.submitter = engine.runner.info, engine.batcher
 
@@ -173,7 +175,7 @@ async def readyz(request: Request) -> Any:
         status, body = 200, {"status": "ready"}
     else:
         state = "draining" if core.draining else ("model_gone" if core.model_gone else None)
-        state = state or ("failed" if core.load_error else "loading")
+        state = state or ("failed" if core.load_error else ("warming" if core.warming else "loading"))
         status, body = 503, {"status": state, "detail": core.load_error}
     core.metrics.observe("/readyz", status, 0.0)
     return Response(dumps(body), status, media_type="application/json")

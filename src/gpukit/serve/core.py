@@ -74,6 +74,7 @@ class Core:
     submitter: Submitter | None = None
     draining: bool = False
     load_error: str | None = None
+    warming: bool = False  # loaded, running every batch size once (ready after that)
     model_gone: bool = False  # a worker's model process exited: nothing here can be served again
     in_flight: int = 0
     admitted: int = 0  # requests let in (each one is answered, also through a drain)
