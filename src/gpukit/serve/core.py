@@ -29,7 +29,7 @@ from gpukit.serve.request import ClientGone, RequestRejected
 try:  # a JSON encoder in C: 1-2 µs for a prediction where json.dumps took 6-8 (benchmarks/serve-http-cpu_2026-12-02.md)
     import orjson
 except ImportError:  # the serve extra pins it; without it the standard library's encoder gives the same JSON
-    orjson = None
+    orjson = None  # type: ignore[assignment]
 
 __all__ = ["DECODE_QUEUE", "Budget", "Core", "Submitter", "dumps"]
 
@@ -42,7 +42,7 @@ class Submitter(Protocol):
 
     def submit(self, image: np.ndarray | bytes, deadline: float, callback: Any) -> Any: ...
 
-    def cancel(self, token: Any) -> None: ...
+    def cancel(self, token: Any) -> object: ...
 
 
 class Budget:
