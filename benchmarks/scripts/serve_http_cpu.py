@@ -179,11 +179,9 @@ async def drive(make_protocol: Any, raw: bytes, n: int, concurrency: int) -> tup
 
     per = n // concurrency
     await asyncio.gather(*(client(p, t, 20) for p, t in conns))  # warm-up
-    c0, t0, w0 = time.process_time(), time.thread_time(), time.perf_counter()
+    c0 = time.process_time()
     await asyncio.gather(*(client(p, t, per) for p, t in conns))
     cpu = time.process_time() - c0
-    if os.environ.get("GPUKIT_BENCH_DEBUG"):
-        print("thread", (time.thread_time() - t0) / per / concurrency * 1e6, "wall", (time.perf_counter() - w0) / per / concurrency * 1e6, "proc", cpu / per / concurrency * 1e6)
     for p, _ in conns:
         p.connection_lost(None)
     return cpu / (per * concurrency), last
