@@ -5,7 +5,7 @@ with fixed probabilities, in a process of its own whose CPU is not counted).
     PYTHONPATH=src python benchmarks/scripts/serve_http_cpu.py --label after --json out.json
 
 Everything runs in this process on one event loop (uvloop when installed, as in a worker): uvicorn's protocol
-(gpukit's ``GuardedProtocol`` over httptools) is fed the raw bytes of real requests (a 224 px JPEG of ~27 KB in a
+(gpukit's ``GuardedProtocol`` over httptools) is fed the raw bytes of real requests (a 224 px JPEG of 16.5 KB in a
 multipart form, as `gpukit loadtest` sends it) over a fake transport, so the socket syscalls are not counted; the
 pipe to the model process is real. CPU is ``time.process_time`` over all requests / requests (this process only).
 
@@ -43,7 +43,7 @@ BOUNDARY = "gpukitloadtest0123456789"
 
 
 def jpeg_224(seed: int = 0) -> bytes:
-    """A 224×224 JPEG of about 27 KB (smooth shapes and texture, quality 90), like the benchmark's photos."""
+    """A 224×224 JPEG of 16.5 KB (smooth shapes and texture, quality 90)."""
     from PIL import Image
 
     rng = np.random.default_rng(seed)

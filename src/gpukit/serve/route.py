@@ -2,7 +2,7 @@
 FastAPI sees the request (``gpukit.serve.app`` routes them here; FastAPI keeps every other route and the OpenAPI
 page, which still documents these two).
 
-Why not through FastAPI: of the 279 µs of CPU an HTTP worker spent per 224 px JPEG request, about 200 were neither
+Why not through FastAPI: of the 225-326 µs of CPU an HTTP worker spent per 224 px JPEG request, 145-238 were neither
 HTTP parsing nor the work itself but the framework around it (its middleware stack, OpenTelemetry checks, the
 dependency solver, the request and response objects, a task per ``gather``); here the request is read straight from
 the ASGI scope and the answer written as two ASGI messages (``benchmarks/serve-http-cpu_2026-12-02.md``).
