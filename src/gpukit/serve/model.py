@@ -10,8 +10,10 @@ kernels (ResNet-50 on an H200: preparing 128 JPEGs took 7.8 ms alone and 18.4 ms
 17.6 and 119 ms; beside a batch-64 forward 4.9 ms against 4.4: ``benchmarks/scripts/serve_pipeline_probe.py``,
 2026-12-01).
 ``cudnn.benchmark`` stays off: it would autotune every new shape under a dynamic batcher (MEASURING.md rule 9).
-On a CPU device batches are padded to the same sizes (zero rows, their results dropped), so that ``warm`` runs every
-size the server will use before it is ready. On a CPU device the forward pass gets half the cores' threads: with all
+On a CPU device batches are not padded: ``warm`` runs the same sizes there, and a batch of another size pays its
+first call once, which costs far less than padding every call (ResNet-18, 64 px, 2 threads: a first batch of 5 took
+14.3 ms, then 10.6-11.0; padded to 8 it would take 14.2 ms every time, and 17 padded to 32 took 42.1 ms against
+19.9-21.4; 2026-12-02). On a CPU device the forward pass gets half the cores' threads: with all
 of them, its OpenMP regions stall whenever one thread loses its core to the event loop or a decode thread (seed CNN,
 batch 1, 2 cores beside a flood of refused uploads: 120-310 ms per forward pass with 2 threads, 0.5-2 ms with 1;
 2026-12-01).
@@ -123,16 +125,13 @@ class ModelRunner:
             # probabilities, one column per class (also for a one-logit binary model: predict.probabilities)
             self.result = torch.zeros((max_batch, len(loaded.classes)), dtype=torch.float32, device=self.device)
             self._warm()
-        self.stager = Stager(loaded.image_size, max_batch, self.device, pad=None if self.cuda else self.bucket)
-
-    def bucket(self, n: int) -> int:
-        """The padded size a batch of ``n`` runs as (on CUDA per pass of at most ``pass_rows``)."""
-        return next(b for b in self.buckets if b >= n)
+        self.stager = Stager(loaded.image_size, max_batch, self.device)
 
     def warm(self) -> list[int]:
-        """Run every batch size the batcher can make (the padded sizes; on CUDA also ``max_batch``, several passes)
-        once through ``prepare`` + ``execute``, the path requests take: a server is ready only after this, so no
-        request pays a first call (oneDNN's or cuDNN's per-shape set-up, a first graph replay)."""
+        """Run every padded batch size (on CUDA also ``max_batch``, several passes) once through ``prepare`` +
+        ``execute``, the path requests take: a server is ready only after this, so no request pays a first call at
+        those sizes (cuDNN's per-shape set-up, a first graph replay, oneDNN's primitives on the CPU, where other
+        sizes are not padded: see the module's docstring)."""
         import time
 
         t0 = time.perf_counter()
@@ -211,8 +210,8 @@ class ModelRunner:
 
         n = staged.n
         with torch.inference_mode():
-            if not self.cuda:  # the padded rows (zeros) run too: every batch is one of the warmed sizes
-                return self._forward(staged.x).numpy()[:n], staged.errors
+            if not self.cuda:
+                return self._forward(staged.x[:n]).numpy(), staged.errors
             with torch.cuda.stream(self.exec_stream):
                 self.exec_stream.wait_event(staged.slot.ready)  # the staging stream's writes are done
                 self.batch_in[:n].copy_(staged.x[:n])

@@ -18,7 +18,6 @@ Stream rules (CUDA), kept by ``Stager.prepare`` and the runner's ``execute``:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,9 +51,7 @@ class _Slot:
 class Stager:
     """``prepare(items)`` → ``Staged``. One caller at a time (the batcher's preparing thread)."""
 
-    def __init__(
-        self, size: int, max_batch: int, device: str, slots: int = 3, pad: Callable[[int], int] | None = None
-    ) -> None:
+    def __init__(self, size: int, max_batch: int, device: str, slots: int = 3) -> None:
         import torch
 
         self.size = size
@@ -64,7 +61,6 @@ class Stager:
         # 3 slots: one being read by the executor, one handed off, one being written; the events make fewer safe too
         self.slots = [_Slot(max_batch, size, device) for _ in range(slots)] if self.cuda else []
         self.stream = torch.cuda.Stream(device=device) if self.cuda else None
-        self.pad = pad  # CPU: rows a batch of n is given (zeros after the n), so it runs as a warmed size
         self._next = 0
 
     def prepare(self, items: list[np.ndarray | bytes]) -> Staged:
@@ -74,7 +70,7 @@ class Stager:
         if n > self.max_batch:
             raise ValueError(f"{n} images in one batch; at most {self.max_batch}")
         if not self.cuda:
-            x = torch.zeros((self.pad(n) if self.pad else n, 3, self.size, self.size), dtype=torch.uint8)
+            x = torch.zeros((n, 3, self.size, self.size), dtype=torch.uint8)
             with torch.inference_mode():
                 errors, shapes = self._fill(x, items, None)
             return Staged(x, n, errors, None, shapes)

@@ -18,7 +18,7 @@ from gpukit.serve.ipc import PipeClient, serve_pipe
 pytest.importorskip("torch")
 
 
-def test_warm_runs_every_padded_size_once_and_cpu_batches_run_as_those_sizes(tmp_path):
+def test_warm_runs_every_padded_size_once_and_cpu_batches_run_unpadded(tmp_path):
     import torch
 
     from gpukit.serve.model import ModelRunner
@@ -31,10 +31,10 @@ def test_warm_runs_every_padded_size_once_and_cpu_batches_run_as_those_sizes(tmp
     rows.clear()
     images = [np.random.default_rng(i).integers(0, 256, (3, SIZE, SIZE), dtype=np.uint8) for i in range(5)]
     probs, errors = runner.run_items(list(images))
-    assert rows == [8] and probs.shape == (5, 2) and errors == [None] * 5  # 5 rows padded to 8, 5 answers
+    assert rows == [5] and probs.shape == (5, 2) and errors == [None] * 5  # 5 rows, not padded to 8 on the CPU
     with torch.inference_mode():
         alone = np.stack([runner._forward(torch.from_numpy(im[None]))[0].numpy() for im in images])
-    assert probs == pytest.approx(alone, abs=1e-6)  # the padding rows change nothing
+    assert probs == pytest.approx(alone, abs=1e-6)
 
 
 def test_readyz_is_503_warming_until_every_size_has_run(tmp_path, monkeypatch):
