@@ -1,31 +1,28 @@
 """The FastAPI app: ``create_app(model)`` for a Python user (one process, the model in it), ``build_app(core)`` for
 each HTTP worker of a several-process server. Routes: POST /v1/predict, POST /v1/predict/batch, GET /healthz,
 /readyz, /metrics, /docs and the upload page at /.
+
+The two prediction routes are answered by ``gpukit.serve.route`` as plain ASGI before FastAPI's own stack (the app's
+``__call__`` looks at the path first); their FastAPI routes stay, for the OpenAPI page, and reach the same code.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request  # this module is imported only when an app is built (the serve extra)
 from fastapi.responses import HTMLResponse, Response
-from starlette.requests import ClientDisconnect
 
+from gpukit.serve import route
 from gpukit.serve.config import ServeConfig
 from gpukit.serve.core import Core, dumps
-from gpukit.serve.metrics import Metrics, server_timing
-from gpukit.serve.request import RequestRejected, images_from_body, read_body
+from gpukit.serve.metrics import Metrics
 
 __all__ = ["build_app", "create_app"]
-
-MAX_BATCH_IMAGES = 256
 _FORM = {
     "multipart/form-data": {
         "schema": {
@@ -50,7 +47,8 @@ _BATCH_FORM = {
 def create_app(model: Path | str, config: ServeConfig | None = None) -> Any:
     """A FastAPI app serving ``model`` (a run folder or checkpoint) in this process; mount it in your own ASGI app.
 
-    The model loads (from safetensors) in a background thread when the app starts: /readyz says 503 until it has.
+    The model loads (from safetensors) in a background thread when the app starts, then runs every batch size once:
+    /readyz says 503 (``loading``, then ``warming``) until it has.
     """
     config = (config or ServeConfig(model=Path(model))).validate()
     config.model = Path(model)
@@ -61,11 +59,12 @@ def create_app(model: Path | str, config: ServeConfig | None = None) -> Any:
         from gpukit.serve.engine import start_engine
 
         try:
-            engine = start_engine(config, core.metrics)
+            engine = start_engine(config, core.metrics, on_loaded=lambda runner: setattr(core, "warming", True))
         except Exception as exc:  # readyz and predict report it; healthz stays up so the failure can be seen
             core.load_error = f"{type(exc).__name__}: {exc}"
             return
         engines.append(engine)
+        core.warming = False
         core.device, core.warmup_s = engine.runner.device, engine.runner.warmup_s
         core.info, core.submitter = engine.runner.info, engine.batcher
 
@@ -88,13 +87,14 @@ def build_app(core: Core, on_start: Callable[[], None] | None = None, on_stop: C
         if on_stop:
             on_stop()
 
-    app = FastAPI(
+    app = _App(
         title="gpukit serve",
         version="1",
         lifespan=lifespan,
         description="Image classification with a model trained by `gpukit train`.",
     )
     app.state.core = core
+    app.core = core
     app.add_api_route(
         "/v1/predict",
         predict,
@@ -119,94 +119,40 @@ def build_app(core: Core, on_start: Callable[[], None] | None = None, on_stop: C
     return app
 
 
-@dataclass
-class _Progress:
-    """How far a prediction got: what the response and the counters need to know."""
+class _App(FastAPI):
+    """FastAPI, except that the prediction routes go straight to ``gpukit.serve.route``."""
 
-    t0: float
-    deadline: float
-    stages: dict[str, float] = field(default_factory=dict)
-    body_read: bool = False  # else the connection closes after the answer (a lingering close)
-    admitted: bool = False
+    core: Core
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            path, root = scope["path"], scope.get("root_path", "")
+            if root and path.startswith(root):  # mounted in another app: the path below the mount
+                path = path[len(root) :]
+            if path in route.ROUTES:
+                await route.predict(self.core, scope, receive, send, path)
+                return
+        await super().__call__(scope, receive, send)
+
+
+class _Direct(Response):
+    """What the FastAPI prediction routes return: the direct route, run as the response (never reached when the
+    app's own ``__call__`` routed the request already; kept so that one path serves both)."""
+
+    def __init__(self, core: Core, path: str) -> None:
+        self.core, self.path = core, path
+        self.background = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await route.predict(self.core, scope, receive, send, self.path)
 
 
 async def predict(request: Request) -> Any:
-    return await _answer(request, "/v1/predict", many=False)
+    return _Direct(_core(request), "/v1/predict")
 
 
 async def predict_batch(request: Request) -> Any:
-    return await _answer(request, "/v1/predict/batch", many=True)
-
-
-async def _answer(request: Request, route: str, many: bool) -> Any:
-    """One prediction request → its response; every outcome is counted once, by its status (499: client gone)."""
-    core: Core = request.app.state.core
-    p = _Progress(time.perf_counter(), time.monotonic() + core.config.timeout_s)
-    status, payload = 500, b""
-    try:
-        payload = await _predict(core, request, many, p)
-        status = 499 if request.scope.get("gpukit.client_gone") else 200
-    except RequestRejected as exc:
-        status, payload = exc.status, dumps(exc.to_dict())
-    except ClientDisconnect:
-        status = 499
-    except asyncio.CancelledError:  # uvicorn's drain deadline passed (the request deadline is shorter: rare)
-        if not core.draining:
-            status = 499
-            raise
-        status, payload = 503, dumps({"error": "draining", "detail": "cut by the server's drain deadline"})
-    except Exception as exc:  # a fault of the server, never of the input
-        status, payload = 500, dumps({"error": "internal", "detail": f"{type(exc).__name__}: {exc}"})
-    finally:
-        if p.admitted:
-            core.leave(status)
-    return _respond(core, route, status, payload, p)
-
-
-async def _predict(core: Core, request: Request, many: bool, p: _Progress) -> bytes:
-    core.check_key(request.headers)
-    core.check_open()
-    try:  # the body must arrive within the request's deadline: a slow sender holds no admission meanwhile
-        async with asyncio.timeout(max(0.0, p.deadline - time.monotonic())):
-            body = await read_body(request.stream(), request.headers.get("content-length"), core.config.max_body_bytes)
-    except TimeoutError:
-        raise RequestRejected(408, "slow_body", f"the body did not arrive within {core.config.timeout_s:g} s") from None
-    p.body_read = True
-    core.admit()
-    core.enter()
-    p.admitted = True
-    files = images_from_body(request.headers.get("content-type", ""), body, many)
-    if len(files) > MAX_BATCH_IMAGES:
-        raise RequestRejected(413, "too_many_images", f"{len(files)} images; at most {MAX_BATCH_IMAGES}")
-    del body
-    t1 = time.perf_counter()
-    p.stages["read"] = t1 - p.t0
-    images = await core.decode_all(files, p.deadline)
-    t2 = time.perf_counter()
-    p.stages["decode"] = t2 - t1
-    outcomes = await asyncio.gather(*(core.infer(im, p.deadline) for im in images))
-    t3 = time.perf_counter()
-    if time.monotonic() > p.deadline:  # answered late (a busy loop): the deadline holds all the same
-        raise RequestRejected(504, "timeout", f"not answered within {core.config.timeout_s:g} s")
-    p.stages["queue"] = max(o.queue_s for o in outcomes)
-    p.stages["prep"] = max(o.prep_s for o in outcomes)  # the model process's decode/resize/staging
-    rest = (t3 - t2) - p.stages["queue"] - p.stages["prep"]
-    p.stages["infer"] = max(0.0, rest) if many else outcomes[0].infer_s
-    rows = [core.encode(o.probs or []) for o in outcomes]
-    payload = dumps({"predictions": rows} if many else rows[0])
-    p.stages["encode"] = time.perf_counter() - t3
-    return payload
-
-
-def _respond(core: Core, route: str, status: int, payload: bytes, p: _Progress) -> Any:
-    total = time.perf_counter() - p.t0
-    headers = {"Server-Timing": server_timing(p.stages, total)}
-    if status in (503, 429):
-        headers["Retry-After"] = "1"
-    if not p.body_read or status in (408, 413):
-        headers["Connection"] = "close"  # the rest of the body is read and discarded, then the connection closes
-    core.metrics.observe(route, status, total, p.stages)
-    return Response(payload, status, headers, media_type="application/json")
+    return _Direct(_core(request), "/v1/predict/batch")
 
 
 def _core(request: Request) -> Core:
@@ -229,7 +175,7 @@ async def readyz(request: Request) -> Any:
         status, body = 200, {"status": "ready"}
     else:
         state = "draining" if core.draining else ("model_gone" if core.model_gone else None)
-        state = state or ("failed" if core.load_error else "loading")
+        state = state or ("failed" if core.load_error else ("warming" if core.warming else "loading"))
         status, body = 503, {"status": state, "detail": core.load_error}
     core.metrics.observe("/readyz", status, 0.0)
     return Response(dumps(body), status, media_type="application/json")

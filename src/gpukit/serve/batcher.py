@@ -18,6 +18,8 @@ A runner is either an object with ``prepare(items) -> staged`` and ``execute(sta
 ``submit`` never blocks: a full queue raises ``QueueFull`` at once (the HTTP side answers 503 + Retry-After), so the
 memory held is at most ``queue_size`` decoded images whatever the load. Every callback runs on the replying thread
 and must only hand the result over (``loop.call_soon_threadsafe``, a pipe write).
+``submit`` returns the request's handle; ``cancel(handle)`` takes a request whose client went away out of the queue
+if its batch has not been formed yet (it is then never run and never answered; ``on_cancel`` counts it).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class BatchStats:
     batches: int = 0
     images: int = 0
     expired: int = 0
+    cancelled: int = 0  # taken out of the queue unrun: their clients went away
     busy_s: float = 0.0  # executing
     prep_s: float = 0.0  # preparing (overlaps busy_s)
 
@@ -107,6 +110,7 @@ class Batcher:
         queue_size: int,
         on_batch: Callable[[int, float], None] | None = None,
         align: int | None = None,
+        on_cancel: Callable[[], None] | None = None,
     ) -> None:
         self.runner = runner if hasattr(runner, "prepare") and hasattr(runner, "execute") else _Stack(runner)
         self.max_batch = max_batch
@@ -116,6 +120,7 @@ class Batcher:
         self.max_wait_s = max_wait_s
         self.queue_size = queue_size
         self.on_batch = on_batch  # (batch size, seconds) after every forward pass, for the metrics
+        self.on_cancel = on_cancel  # after every request taken out of the queue by ``cancel``
         self.stats = BatchStats()
         self._queue: deque[_Job] = deque()
         self._cond = threading.Condition()
@@ -148,15 +153,30 @@ class Batcher:
         for t in self._threads:
             t.join(max(0.0, end - time.monotonic()))
 
-    def submit(self, image: np.ndarray | bytes, deadline: float, callback: Callable[[Outcome], None]) -> None:
+    def submit(self, image: np.ndarray | bytes, deadline: float, callback: Callable[[Outcome], None]) -> _Job:
         """Queue one decoded image (uint8 (3,S,S)) or JPEG bytes for the runner to decode with its batch;
-        ``deadline`` is on ``time.monotonic()``'s clock."""
+        ``deadline`` is on ``time.monotonic()``'s clock. Returns the handle ``cancel`` takes."""
+        job = _Job(image, deadline, callback)
         with self._cond:
             if len(self._queue) >= self.queue_size:
                 raise QueueFull
-            self._queue.append(_Job(image, deadline, callback))
+            self._queue.append(job)
             if len(self._queue) == 1 or len(self._queue) >= self.max_batch:
                 self._cond.notify()
+        return job
+
+    def cancel(self, job: _Job) -> bool:
+        """Take ``job`` out of the queue if no batch has taken it yet (True: it will never run nor be answered)."""
+        with self._cond:
+            try:
+                self._queue.remove(job)
+            except ValueError:  # already in a batch (or answered): it runs, its answer is discarded by the caller
+                return False
+            self.stats.cancelled += 1
+        job.image = None
+        if self.on_cancel is not None:
+            self.on_cancel()
+        return True
 
     def _take(self) -> list[_Job] | None:
         with self._cond:

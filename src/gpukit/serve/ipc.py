@@ -18,6 +18,7 @@ import struct
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from gpukit.serve.batcher import GONE, Batcher, Outcome, QueueFull
 __all__ = ["PipeClient", "serve_pipe"]
 
 _REQ = struct.Struct("<QdB")  # id, deadline, kind (0: uint8 pixels, 1: JPEG bytes for the model process to decode,
-# 2: the worker's final counts as JSON, sent once as it exits)
+# 2: the worker's final counts as JSON, sent once as it exits, 3: cancel request id, its client went away)
 _REP = struct.Struct("<QBdddII")  # id, status, queue_s, prep_s, infer_s, batch size, queue depth
 _OK, _FULL, _TIMEOUT, _ERROR = 0, 1, 2, 3
 _STATUS = {_FULL: "full", _TIMEOUT: "timeout"}
@@ -61,7 +62,8 @@ class PipeClient:
     def depth(self) -> int:
         return self._depth  # as of the last reply
 
-    def submit(self, image: np.ndarray | bytes, deadline: float, callback: Callable[[Outcome], None]) -> None:
+    def submit(self, image: np.ndarray | bytes, deadline: float, callback: Callable[[Outcome], None]) -> int:
+        """Send one image; returns its request id (what ``cancel`` takes)."""
         if self.closed:
             raise BrokenPipeError("the model process exited")
         if self._reading is None:
@@ -75,6 +77,15 @@ class PipeClient:
         except OSError:  # the model process is gone (its end of the pipe closed): the caller answers 503
             self._pending.pop(rid, None)
             raise
+        return rid
+
+    def cancel(self, rid: int) -> None:
+        """The client of request ``rid`` went away: the model process drops it if its batch was not formed yet;
+        its reply, if one still comes, is ignored."""
+        if self._pending.pop(rid, None) is None or self.closed:
+            return
+        with self._lock:
+            self.conn.send_bytes(_REQ.pack(rid, 0.0, 3))
 
     def send_counts(self, counts: dict[str, int]) -> None:
         """As the worker exits: its requests and connections, for the server's shutdown summary."""
@@ -144,6 +155,9 @@ def serve_pipe(
     ``on_counts`` gets the worker's final counts (``PipeClient.send_counts``)."""
     lock = threading.Lock()
     nbytes = int(np.prod(shape))
+    jobs: dict[int, Any] = {}  # request id → the batcher's handle, until answered (for a cancel)
+    early: set[int] = set()  # answered before their handle was stored (a callback may run inside submit)
+    jobs_lock = threading.Lock()
 
     def reply(rid: int, status: int, outcome: Outcome | None, tail: bytes) -> None:
         head = _REP.pack(
@@ -175,6 +189,12 @@ def serve_pipe(
                 if on_counts is not None:
                     on_counts(json.loads(msg[_REQ.size :]))
                 continue
+            if kind == 3:
+                with jobs_lock:
+                    job = jobs.pop(rid, None)
+                if job is not None:
+                    batcher.cancel(job)
+                continue
             if kind == 1:
                 image = msg[_REQ.size :]
             elif len(msg) == _REQ.size + nbytes:
@@ -184,6 +204,9 @@ def serve_pipe(
                 continue
 
             def done(outcome: Outcome, rid: int = rid) -> None:
+                with jobs_lock:
+                    if jobs.pop(rid, None) is None:
+                        early.add(rid)
                 if outcome.error is None and outcome.probs is not None:
                     reply(rid, _OK, outcome, np.asarray(outcome.probs, np.float32).tobytes())
                 elif outcome.error == "timeout":
@@ -192,7 +215,12 @@ def serve_pipe(
                     reply(rid, _ERROR, outcome, (outcome.error or "error").encode())
 
             try:
-                batcher.submit(image, deadline, done)
+                job = batcher.submit(image, deadline, done)
+                with jobs_lock:
+                    if rid in early:
+                        early.discard(rid)
+                    else:
+                        jobs[rid] = job
             except QueueFull:
                 reply(rid, _FULL, None, b"")
 

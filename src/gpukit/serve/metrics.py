@@ -52,6 +52,11 @@ class Metrics:
         )
         self.batch = Histogram("gpukit_batch_size", "Images per forward pass", buckets=_BATCH, registry=reg)
         self.images = Counter("gpukit_images", "Images run through the model", registry=reg)
+        self.cancelled = Counter(
+            "gpukit_queue_cancelled",
+            "Requests taken out of the batch queue unrun because their client went away first",
+            registry=reg,
+        )
         self.queue_depth = Gauge(
             "gpukit_queue_depth", "Requests waiting for the model", registry=reg, multiprocess_mode="livemax"
         )

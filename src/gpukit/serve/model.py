@@ -10,9 +10,13 @@ kernels (ResNet-50 on an H200: preparing 128 JPEGs took 7.8 ms alone and 18.4 ms
 17.6 and 119 ms; beside a batch-64 forward 4.9 ms against 4.4: ``benchmarks/scripts/serve_pipeline_probe.py``,
 2026-12-01).
 ``cudnn.benchmark`` stays off: it would autotune every new shape under a dynamic batcher (MEASURING.md rule 9).
-On a CPU device the forward pass gets half the cores' threads: with all of them, its OpenMP regions stall whenever
-one thread loses its core to the event loop or a decode thread (seed CNN, batch 1, 2 cores beside a flood of refused
-uploads: 120-310 ms per forward pass with 2 threads, 0.5-2 ms with 1; 2026-12-01).
+On a CPU device batches are not padded: ``warm`` runs the same sizes there, and a batch of another size pays its
+first call once, which costs far less than padding every call (ResNet-18, 64 px, 2 threads: a first batch of 5 took
+14.3 ms, then 10.6-11.0; padded to 8 it would take 14.2 ms every time, and 17 padded to 32 took 42.1 ms against
+19.9-21.4; 2026-12-02). On a CPU device the forward pass gets half the cores' threads: with all
+of them, its OpenMP regions stall whenever one thread loses its core to the event loop or a decode thread (seed CNN,
+batch 1, 2 cores beside a flood of refused uploads: 120-310 ms per forward pass with 2 threads, 0.5-2 ms with 1;
+2026-12-01).
 
 A batch is served in two steps that the batcher runs on two threads, so they overlap: ``prepare`` (decode, resize,
 stage; ``gpukit.serve.staging``, on its own stream) and ``execute`` (copy out of the staging slot, then per pass:
@@ -105,6 +109,7 @@ class ModelRunner:
         self.graphs: dict[int, Any] = {}
         self.cuda_graphs = cuda_graphs and self.cuda
         self.warmup_s = 0.0
+        self.warmed: list[int] = []  # the batch sizes run once through prepare + execute (``warm``)
         torch.backends.cudnn.benchmark = False  # never autotune per new batch shape
         if not self.cuda:  # half the cores for the forward pass, the rest for HTTP and decoding (see above)
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))
@@ -121,6 +126,24 @@ class ModelRunner:
             self.result = torch.zeros((max_batch, len(loaded.classes)), dtype=torch.float32, device=self.device)
             self._warm()
         self.stager = Stager(loaded.image_size, max_batch, self.device)
+
+    def warm(self) -> list[int]:
+        """Run every padded batch size (on CUDA also ``max_batch``, several passes) once through ``prepare`` +
+        ``execute``, the path requests take: a server is ready only after this, so no request pays a first call at
+        those sizes (cuDNN's per-shape set-up, a first graph replay, oneDNN's primitives on the CPU, where other
+        sizes are not padded: see the module's docstring)."""
+        import time
+
+        t0 = time.perf_counter()
+        s = self.info.image_size
+        sizes = sorted(set(self.buckets) | ({self.max_batch} if self.cuda else set()))
+        for b in sizes:
+            probs, _ = self.execute(self.prepare([np.zeros((3, s, s), np.uint8)] * b))
+            if probs.shape[0] != b:
+                raise RuntimeError(f"warm-up of batch {b} returned {probs.shape[0]} rows")
+            self.warmed.append(b)
+        self.warmup_s += time.perf_counter() - t0
+        return self.warmed
 
     def _forward(self, x_u8: torch.Tensor) -> torch.Tensor:
         import torch

@@ -17,7 +17,8 @@ connection for ever; uvicorn issue #157):
   would reset it); for ``DRAIN_IDLE_S`` a request that arrives is answered (503 while draining) with
   ``Connection: close``, then the connection is closed cleanly. Busy connections finish their response, then close.
 - **Client gone**: a request whose client disconnected before its answer gets ``scope["gpukit.client_gone"]``, so
-  the app counts it as 499, not as answered.
+  the app counts it as 499, not as answered, and the callbacks the app put in ``scope["gpukit.on_gone"]`` run (on
+  the loop): a request still waiting in the batch queue is taken out of it unrun.
 """
 
 from __future__ import annotations
@@ -102,7 +103,10 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
                 timer.cancel()
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete:
-            cast("dict[str, Any]", cycle.scope)["gpukit.client_gone"] = True
+            scope = cast("dict[str, Any]", cycle.scope)
+            scope["gpukit.client_gone"] = True
+            for callback in scope.get("gpukit.on_gone", ()):
+                callback()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:

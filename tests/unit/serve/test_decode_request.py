@@ -4,6 +4,7 @@ as `gpukit predict`'s decoder, and a strict multipart splitter."""
 from __future__ import annotations
 
 import asyncio
+import io
 
 import numpy as np
 import pytest
@@ -55,11 +56,14 @@ def test_pixel_limit_is_checked_before_decoding():
 
 
 def _chunks(*parts: bytes):
-    async def gen():
-        for p in parts:
-            yield p
+    """An ASGI ``receive`` handing over ``parts`` as the body's chunks."""
+    messages = [{"type": "http.request", "body": p, "more_body": i < len(parts) - 1} for i, p in enumerate(parts)]
+    messages = messages or [{"type": "http.request", "body": b"", "more_body": False}]
 
-    return gen()
+    async def receive():
+        return messages.pop(0)
+
+    return receive
 
 
 def test_body_limit_while_reading():
@@ -182,3 +186,54 @@ def test_a_jpeg_whose_size_field_was_patched_is_corrupt_and_real_ones_pass():
     with pytest.raises(RequestRejected):  # the nvJPEG path reads the same header check
         batch_decodable(bytes(data), 10**8)
     assert jpeg_min_bytes(4000, 3000, [(1, 2, 2, 0), (2, 1, 1, 1), (3, 1, 1, 1)]) == (500 * 375 + 2 * 250 * 188) // 8
+
+
+def _jpeg_of(mode: str, size=(50, 30), **save) -> bytes:
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    im = Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)).convert(mode)
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", **save)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _jpeg_of("RGB"),
+        _jpeg_of("RGB", subsampling=0),
+        _jpeg_of("RGB", progressive=True),
+        _jpeg_of("L"),
+        _jpeg_of("CMYK"),
+        _jpeg_of("RGB", exif=b"Exif\x00\x00MM\x00*\x00\x00\x00\x08\x00\x00\x00\x00\x00\x00"),
+        _jpeg_of("RGB", size=(4000, 4000), quality=5),
+    ],
+    ids=["420", "444", "progressive", "gray", "cmyk", "exif", "large"],
+)
+def test_the_plain_jpeg_header_reader_agrees_with_pillow(data):
+    from PIL import Image
+
+    from gpukit.serve import decode
+
+    with Image.open(io.BytesIO(data)) as im:
+        pil = (im.size, list(im.layer), im.mode)
+    frame = decode._jpeg_frame(data)
+    if frame is not None:  # what it reads is what Pillow reads; what it does not know goes to Pillow
+        assert (frame[0], frame[1]) == (pil[0], pil[1]) and pil[2] in ("RGB", "L")
+    else:
+        assert pil[2] == "CMYK"
+    for limit in (10**8, 1000):  # the same answer, or the same refusal, as Pillow's path
+        want: object
+        try:
+            fmt, im = decode._open_checked(data, limit)
+            with im:
+                want = fmt == "JPEG" and im.mode in ("RGB", "L") and data.rstrip(b"\0")[-2:] == b"\xff\xd9"
+        except RequestRejected as exc:
+            want = (exc.status, exc.code)
+        try:
+            got: object = decode.batch_decodable(data, limit)
+        except RequestRejected as exc:
+            got = (exc.status, exc.code)
+        assert got == want
+    assert decode._jpeg_frame(data[:150]) is None  # a header cut before its scan is not read as plain
