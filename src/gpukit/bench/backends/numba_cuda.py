@@ -44,7 +44,7 @@ class NumbaCudaBackend(Backend):
 
     def availability(self) -> Availability:
         if not self.simulated and (missing := _no_driver()) is not None:
-            return Availability(False, missing, "check the driver: gpukit doctor; " + HINT)
+            return Availability(False, missing, "run on a machine with an NVIDIA GPU and driver (gpukit doctor)")
         try:
             from numba import cuda
         except Exception as exc:
