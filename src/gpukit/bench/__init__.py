@@ -14,11 +14,11 @@ Public API (pinned by ``tests/unit/bench/test_public_api.py``)::
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpukit.bench.watchdog import CALL_TIMEOUT_S
+from gpukit.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from gpukit.bench.harness import Progress
@@ -41,13 +41,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

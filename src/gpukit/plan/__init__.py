@@ -11,8 +11,9 @@ every field of :class:`PlanSettings` as a keyword. The rest of the planner loads
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from gpukit.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -51,13 +52,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 def plan(

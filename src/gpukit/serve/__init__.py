@@ -10,9 +10,9 @@ FastAPI and uvicorn are the ``serve`` extra and are imported only when an app is
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from gpukit.lazy import lazy_exports
 from gpukit.serve.config import ServeConfig
 
 if TYPE_CHECKING:
@@ -53,13 +53,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attr = _LAZY[name]
-    value = getattr(importlib.import_module(module), attr)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 def create_app(model: Any, config: ServeConfig | None = None) -> Any:

@@ -8,8 +8,9 @@ hooks without loading the launcher.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gpukit.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from gpukit.bench.collectives.api import (
@@ -23,9 +24,4 @@ if TYPE_CHECKING:
 __all__ = ["CollectiveRequest", "default_sizes", "device_state", "parse_sizes", "run_collectives"]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("gpukit.bench.collectives.api"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, dict.fromkeys(__all__, "gpukit.bench.collectives.api"))
