@@ -6,12 +6,15 @@
 #          (the fixed count of before), each wall-timed                                         ~ REPS × 15 s
 #   big    REPS × `bench vector-add saxpy --size 1GiB:float32 --device cuda --no-ceilings`          ~ REPS × 15 s
 #   gemm   REPS × `bench gemm --size 8192:bf16 --device cuda --no-ceilings`                        ~ REPS × 10 s
-#   shift  REPS × (shift-0 run, 2 % more work) and REPS × (shift-0, 5 % more work) of engine_shift_workload.py
+#   shift  REPS pairs of runs (GPUKIT_SHIFTED=0, then 1) of engine_shift_workload.py's SHIFT_ADD_2 and SHIFT_ADD_5
+#          beside 1 GiB vector-add and SAXPY: each pair one 2 % and one 5 % comparison, and two big reruns
 #   wall   3 × plain `gpukit bench --quick` (CPU and GPU rows: the README's command, target <= 30 s), wall-timed
 #          into walls.txt as "wall", then one more broken down by stage → $OUT/phases.json     ~ 4 × 40 s
 #   report engine_rerun_report.py over the history → $OUT/engine_rerun.md and .json
 #
-#   OUT=/some/dir PART=quick bash benchmarks/scripts/engine_rerun_h200.sh   (PYTHON=python3.12 picks the interpreter)
+#   OUT=/some/dir PART="quick wall report" bash benchmarks/scripts/engine_rerun_h200.sh   (PYTHON=python3.12 picks
+#   the interpreter; BUDGET_S=560 stops starting commands GUARD_S (default 30) seconds before the budget ends, so the
+#   report still runs inside one device call)
 #
 # Everything goes into one history, $OUT/engine.db (or $DB), so later parts and the report see the earlier ones: a
 # part too long for one device call (quick: ~REPS × 30 s on an H200 host) can run as two calls with REPS=10 and the
@@ -26,7 +29,10 @@ mkdir -p "$OUT"
 export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
 REPS=${REPS:-20}
-PART=${PART:-all}
+PART=" ${PART:-all} "
+BUDGET_S=${BUDGET_S:-0}  # 0: no budget
+GUARD_S=${GUARD_S:-30}
+END_S=$(($(date +%s) + BUDGET_S))
 FIXED=${FIXED:-3}  # quick: the fixed-count runs after the reruns (FIXED=0 in the second of two REPS=10 calls)
 DB=${DB:-$OUT/engine.db}
 LOG="$OUT/log.txt"
@@ -36,6 +42,7 @@ say() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$LOG"; }
 # gk TAG ARGS...: one `gpukit bench` run saved in $DB, wall-timed into $WALLS under TAG
 gk() {
   local tag=$1; shift
+  if ((BUDGET_S > 0 && $(date +%s) + GUARD_S > END_S)); then echo "$tag skipped: budget" >>"$WALLS"; return; fi
   local t0; t0=$(date +%s%N)
   timeout 300 "$PY" -m gpukit bench "$@" >"$OUT/last.json" 2>>"$LOG"
   local rc=$?
@@ -47,31 +54,32 @@ nvidia-smi --query-gpu=name,serial,driver_version,clocks.applications.graphics,p
   --format=csv >>"$LOG" 2>&1 || true
 "$PY" -c "import torch, numpy; print('torch', torch.__version__, 'numpy', numpy.__version__)" >>"$LOG" 2>&1
 
-if [[ $PART == all || $PART == quick ]]; then
+if [[ $PART == " all " || $PART == *" quick "* ]]; then
   say "quick: $REPS noise-stopped reruns, then 3 with a fixed count"
   for i in $(seq 1 "$REPS"); do gk quick --quick --device cuda --db "$DB" --json; done
   for i in $(seq 1 "$FIXED"); do gk quick-fixed --quick --device cuda --noise-target 0 --db "$DB" --json; done
 fi
-if [[ $PART == all || $PART == big ]]; then  # no ceilings: reruns compare rows; the datasheet still judges them
+if [[ $PART == " all " || $PART == *" big "* ]]; then  # no ceilings: reruns compare rows; the datasheet still judges them
   say "big: $REPS × 1 GiB vector add / SAXPY"
   for i in $(seq 1 "$REPS"); do
     gk big vector-add saxpy --size 1GiB:float32 --device cuda --no-ceilings --db "$DB" --json
   done
 fi
-if [[ $PART == all || $PART == gemm ]]; then
+if [[ $PART == " all " || $PART == *" gemm "* ]]; then
   say "gemm: $REPS × GEMM 8192 bf16"
   for i in $(seq 1 "$REPS"); do gk gemm gemm --size 8192:bf16 --device cuda --no-ceilings --db "$DB" --json; done
 fi
-if [[ $PART == all || $PART == shift ]]; then
-  for s in 0.02 0.05; do
-    say "shift $s: $REPS pairs (shift 0, then $s more work)"
-    for i in $(seq 1 "$REPS"); do
-      GPUKIT_SHIFT=0 gk "shift-base-$s" -w "$SHIFT:SHIFT_ADD" --size 256MiB --device cuda --no-ceilings --db "$DB" --json
-      GPUKIT_SHIFT=$s gk "shift-$s" -w "$SHIFT:SHIFT_ADD" --size 256MiB --device cuda --no-ceilings --db "$DB" --json
+if [[ $PART == " all " || $PART == *" shift "* ]]; then
+  say "shift: $REPS pairs (unshifted, then 2 % and 5 % more work), beside 1 GiB vector add / SAXPY"
+  for i in $(seq 1 "$REPS"); do
+    if ((BUDGET_S > 0 && $(date +%s) + 2 * GUARD_S > END_S)); then break; fi  # whole pairs only
+    for shifted in 0 1; do
+      GPUKIT_SHIFTED=$shifted gk "shift-$shifted" -w "$SHIFT:SHIFT_ADD_2" -w "$SHIFT:SHIFT_ADD_5" vector-add saxpy \
+        --size 1GiB:float32 --device cuda --no-ceilings --db "$DB" --json
     done
   done
 fi
-if [[ $PART == all || $PART == wall ]]; then
+if [[ $PART == " all " || $PART == *" wall "* ]]; then
   say "wall: 3 × bench --quick (every device), then one broken down by stage"
   for i in 1 2 3; do gk wall --quick --db "$OUT/wall.db" --json; done
   t0=$(date +%s%N)
@@ -81,8 +89,8 @@ if [[ $PART == all || $PART == wall ]]; then
   ms=$((($(date +%s%N) - t0) / 1000000))
   echo "wall-phases $((ms / 1000)).$(printf %03d $((ms % 1000))) rc=$rc" >>"$WALLS"
 fi
-if [[ $PART == all || $PART == report ]]; then
+if [[ $PART == " all " || $PART == *" report "* ]]; then
   say "report"
-  "$PY" benchmarks/scripts/engine_rerun_report.py "$DB" "$WALLS" "$OUT/engine_rerun" "$REPS" >>"$LOG" 2>&1
+  "$PY" benchmarks/scripts/engine_rerun_report.py "$DB" "$WALLS" "$OUT/engine_rerun" >>"$LOG" 2>&1
   cat "$OUT/engine_rerun.md" 2>/dev/null
 fi

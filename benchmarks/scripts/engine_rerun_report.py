@@ -1,13 +1,15 @@
 """Reads the history written by engine_rerun_h200.sh and writes the figures issue 24 asks for (Markdown + JSON).
 
-    python benchmarks/scripts/engine_rerun_report.py DB WALLS.txt OUT_PREFIX REPS
+    python benchmarks/scripts/engine_rerun_report.py DB [DB ...] WALLS.txt OUT_PREFIX
 
 Runs are grouped by the command they were started with (``settings.command``); the shift runs (the one command
-with ``SHIFT_ADD``, run with GPUKIT_SHIFT set) alternate shift 0 / shifted, REPS pairs at 2 % then REPS at 5 %.
+with ``SHIFT_ADD_2`` and ``SHIFT_ADD_5`` beside 1 GiB vector-add and SAXPY, run with GPUKIT_SHIFTED=0 then 1)
+alternate unshifted / shifted.
 
 * reruns: consecutive runs of the same command, compared with `gpukit history compare`'s function; the share of
   row pairs that come out SAME, and any SLOWER/FASTER (there must be none on unchanged code);
-* shift: each shift-0 run against the shifted run that followed it (2 % and 5 %): the share that comes out SLOWER;
+* shift: each unshifted run against the shifted run that followed it: the share of its shift-add-2 and shift-add-5
+  rows that come out SLOWER; its vector-add and SAXPY rows (unchanged between the two) count as big reruns;
 * before/after: per row, spread (MAD / median) and samples with a fixed count (``--noise-target 0``, the old way)
   and with noise-based stopping;
 * discarded samples over every run; ``--quick`` wall times (WALLS.txt: "label seconds" lines).
@@ -44,7 +46,8 @@ def _tag(run: Run) -> str:
     return "gemm" if " gemm " in f"{command} " else "big"
 
 
-def _pairs(a: list[Run], b: list[Run]) -> dict[str, Any]:
+def _pairs(a: list[Run], b: list[Run], keep: Any = lambda workload: True) -> dict[str, Any]:
+    """Verdicts of the row pairs of runs a[i] → b[i] whose workload ``keep`` accepts."""
     verdicts: Counter[str] = Counter()
     refused = 0
     for ra, rb in zip(a, b, strict=False):
@@ -53,10 +56,21 @@ def _pairs(a: list[Run], b: list[Run]) -> dict[str, Any]:
         except StateDiffers:
             refused += 1
             continue
-        verdicts.update(c.verdict for c in rows if c.verdict in ("SAME", "FASTER", "SLOWER", "UNSURE"))
+        verdicts.update(c.verdict for c in rows if c.verdict in VERDICTS and keep(c.workload))
     n = sum(verdicts.values())
     return {"pairs": min(len(a), len(b)), "row_pairs": n, "refused_pairs": refused, "verdicts": dict(verdicts),
             "same_share": verdicts["SAME"] / n if n else None, "slower_share": verdicts["SLOWER"] / n if n else None}
+
+
+VERDICTS = ("SAME", "FASTER", "SLOWER", "UNSURE")
+
+
+def _merge(*docs: dict[str, Any]) -> dict[str, Any]:
+    verdicts = sum((Counter(d["verdicts"]) for d in docs), Counter())
+    n = sum(verdicts.values())
+    return {"pairs": sum(d["pairs"] for d in docs), "row_pairs": n, "refused_pairs": sum(d["refused_pairs"] for d in docs),
+            "verdicts": dict(verdicts), "same_share": verdicts["SAME"] / n if n else None,
+            "slower_share": verdicts["SLOWER"] / n if n else None}  # fmt: skip
 
 
 def _spreads(runs: list[Run]) -> dict[str, dict[str, float]]:
@@ -70,8 +84,8 @@ def _spreads(runs: list[Run]) -> dict[str, dict[str, float]]:
                 "settled_share": sum(v[2] for v in vals) / len(vals)} for k, vals in per.items()}  # fmt: skip
 
 
-def main(db: Path, walls: Path, prefix: Path, reps: int) -> None:
-    runs = _runs(db)
+def main(dbs: list[Path], walls: Path, prefix: Path) -> None:
+    runs = [run for db in dbs for run in _runs(db)]
     by: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
         by[_tag(run)].append(run)
@@ -80,15 +94,18 @@ def main(db: Path, walls: Path, prefix: Path, reps: int) -> None:
         group = by.get(tag, [])
         doc[f"reruns_{tag}"] = _pairs(group[:-1], group[1:])
     shifted = by.get("shift", [])
-    for k, shift in enumerate(("0.02", "0.05")):
-        block = shifted[2 * reps * k : 2 * reps * (k + 1)]  # base, shifted, base, shifted, ...
-        doc[f"shift_{shift}"] = _pairs(block[0::2], block[1::2])
+    base, moved = shifted[0::2], shifted[1::2]  # unshifted, shifted, unshifted, shifted, ...
+    for shift, name in (("0.02", "shift-add-2"), ("0.05", "shift-add-5")):
+        doc[f"shift_{shift}"] = _pairs(base, moved, lambda w, name=name: w == name)
+    beside = _pairs(base, moved, lambda w: not w.startswith("shift-add"))
+    doc["reruns_big_in_shift_pairs"] = beside
+    doc["reruns_big"] = _merge(doc["reruns_big"], beside)
     doc["before_after"] = {"fixed": _spreads(by.get("quick-fixed", [])), "noise": _spreads(by.get("quick", []))}
     doc["discarded"] = dict(sum((Counter(r.discarded) for run in runs for r in run.results), Counter()))
     doc["walls_s"] = [line.split() for line in walls.read_text().splitlines() if line.strip()] if walls.exists() else []
     prefix.with_suffix(".json").write_text(json.dumps(doc, indent=1, default=str))
     lines = ["# engine rerun figures", ""]
-    for key in ("reruns_quick", "reruns_big", "reruns_gemm", "shift_0.02", "shift_0.05"):
+    for key in ("reruns_quick", "reruns_big", "reruns_big_in_shift_pairs", "reruns_gemm", "shift_0.02", "shift_0.05"):
         d = doc[key]
         lines.append(f"- {key}: {d['pairs']} pairs, {d['row_pairs']} row pairs, verdicts {d['verdicts']}, "
                      f"SAME {d['same_share']}, SLOWER {d['slower_share']}, refused {d['refused_pairs']}")  # fmt: skip
@@ -105,4 +122,5 @@ def main(db: Path, walls: Path, prefix: Path, reps: int) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]))
+    *dbs, walls, prefix = (Path(a) for a in sys.argv[1:])
+    main(dbs, walls, prefix)
