@@ -58,8 +58,14 @@ def _pairs(a: list[Run], b: list[Run], keep: Any = lambda workload: True) -> dic
             continue
         verdicts.update(c.verdict for c in rows if c.verdict in VERDICTS and keep(c.workload))
     n = sum(verdicts.values())
-    return {"pairs": min(len(a), len(b)), "row_pairs": n, "refused_pairs": refused, "verdicts": dict(verdicts),
-            "same_share": verdicts["SAME"] / n if n else None, "slower_share": verdicts["SLOWER"] / n if n else None}
+    return {
+        "pairs": min(len(a), len(b)),
+        "row_pairs": n,
+        "refused_pairs": refused,
+        "verdicts": dict(verdicts),
+        "same_share": verdicts["SAME"] / n if n else None,
+        "slower_share": verdicts["SLOWER"] / n if n else None,
+    }
 
 
 VERDICTS = ("SAME", "FASTER", "SLOWER", "UNSURE")
@@ -68,7 +74,8 @@ VERDICTS = ("SAME", "FASTER", "SLOWER", "UNSURE")
 def _merge(*docs: dict[str, Any]) -> dict[str, Any]:
     verdicts = sum((Counter(d["verdicts"]) for d in docs), Counter())
     n = sum(verdicts.values())
-    return {"pairs": sum(d["pairs"] for d in docs), "row_pairs": n, "refused_pairs": sum(d["refused_pairs"] for d in docs),
+    refused = sum(d["refused_pairs"] for d in docs)
+    return {"pairs": sum(d["pairs"] for d in docs), "row_pairs": n, "refused_pairs": refused,
             "verdicts": dict(verdicts), "same_share": verdicts["SAME"] / n if n else None,
             "slower_share": verdicts["SLOWER"] / n if n else None}  # fmt: skip
 
