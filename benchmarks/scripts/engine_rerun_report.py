@@ -6,8 +6,10 @@ Runs are grouped by the command they were started with (``settings.command``); t
 with ``SHIFT_ADD_2`` and ``SHIFT_ADD_5`` beside 1 GiB vector-add and SAXPY, run with GPUKIT_SHIFTED=0 then 1)
 alternate unshifted / shifted.
 
-* reruns: consecutive runs of the same command, compared with `gpukit history compare`'s function; the share of
-  row pairs that come out SAME, and any SLOWER/FASTER (there must be none on unchanged code);
+* reruns: consecutive runs of the same command, compared with `gpukit history compare`'s function, with the other
+  runs of the command as its history (what `history compare` reads from the store; a and b left out), with no
+  history (the samples alone), and with only the runs before the pair (a history that grows run by run, as in CI):
+  the share of row pairs that come out SAME, and any SLOWER/FASTER (there must be none on unchanged code);
 * shift: each unshifted run against the shifted run that followed it: the share of its shift-add-2 and shift-add-5
   rows that come out SLOWER; its vector-add and SAXPY rows (unchanged between the two) count as big reruns;
 * before/after: per row, spread (MAD / median) and samples with a fixed count (``--noise-target 0``, the old way)
@@ -46,13 +48,14 @@ def _tag(run: Run) -> str:
     return "gemm" if " gemm " in f"{command} " else "big"
 
 
-def _pairs(a: list[Run], b: list[Run], keep: Any = lambda workload: True) -> dict[str, Any]:
-    """Verdicts of the row pairs of runs a[i] → b[i] whose workload ``keep`` accepts."""
+def _pairs(a: list[Run], b: list[Run], keep: Any = lambda workload: True, others: Any = None) -> dict[str, Any]:
+    """Verdicts of the row pairs of runs a[i] → b[i] whose workload ``keep`` accepts; ``others(i)``: the runs whose
+    medians give the rows their run-to-run band (none: the samples alone)."""
     verdicts: Counter[str] = Counter()
     refused = 0
-    for ra, rb in zip(a, b, strict=False):
+    for i, (ra, rb) in enumerate(zip(a, b, strict=False)):
         try:
-            rows = compare_runs(ra, rb)
+            rows = compare_runs(ra, rb, others=others(i) if others else ())
         except StateDiffers:
             refused += 1
             continue
@@ -99,12 +102,14 @@ def main(dbs: list[Path], walls: Path, prefix: Path) -> None:
     doc: dict[str, Any] = {"tags": {k: len(v) for k, v in by.items()}}
     for tag in ("quick", "big", "gemm"):
         group = by.get(tag, [])
-        doc[f"reruns_{tag}"] = _pairs(group[:-1], group[1:])
+        doc[f"reruns_{tag}"] = _pairs(group[:-1], group[1:], others=lambda i, g=group: g)  # the history: all others
+        doc[f"reruns_{tag}_samples_alone"] = _pairs(group[:-1], group[1:])
+        doc[f"reruns_{tag}_earlier_only"] = _pairs(group[:-1], group[1:], others=lambda i, g=group: g[:i])
     shifted = by.get("shift", [])
     base, moved = shifted[0::2], shifted[1::2]  # unshifted, shifted, unshifted, shifted, ...
     for shift, name in (("0.02", "shift-add-2"), ("0.05", "shift-add-5")):
         doc[f"shift_{shift}"] = _pairs(base, moved, lambda w, name=name: w == name)
-    beside = _pairs(base, moved, lambda w: not w.startswith("shift-add"))
+    beside = _pairs(base, moved, lambda w: not w.startswith("shift-add"), others=lambda i: shifted)
     doc["reruns_big_in_shift_pairs"] = beside
     doc["reruns_big"] = _merge(doc["reruns_big"], beside)
     doc["before_after"] = {"fixed": _spreads(by.get("quick-fixed", [])), "noise": _spreads(by.get("quick", []))}
@@ -112,7 +117,8 @@ def main(dbs: list[Path], walls: Path, prefix: Path) -> None:
     doc["walls_s"] = [line.split() for line in walls.read_text().splitlines() if line.strip()] if walls.exists() else []
     prefix.with_suffix(".json").write_text(json.dumps(doc, indent=1, default=str))
     lines = ["# engine rerun figures", ""]
-    for key in ("reruns_quick", "reruns_big", "reruns_big_in_shift_pairs", "reruns_gemm", "shift_0.02", "shift_0.05"):
+    keys = [f"reruns_{t}{v}" for t in ("quick", "big", "gemm") for v in ("", "_samples_alone", "_earlier_only")]
+    for key in (*keys, "reruns_big_in_shift_pairs", "shift_0.02", "shift_0.05"):
         d = doc[key]
         lines.append(f"- {key}: {d['pairs']} pairs, {d['row_pairs']} row pairs, verdicts {d['verdicts']}, "
                      f"SAME {d['same_share']}, SLOWER {d['slower_share']}, refused {d['refused_pairs']}")  # fmt: skip

@@ -17,20 +17,32 @@ Baseline file (JSON, ``data/baselines/<name>.json`` ships with gpukit)::
                  ...]}
 
 A baseline row without ``stats`` (written before they were recorded) is judged by the old rule: short when more than
-the tolerance (or its own spread) below the baseline.
+the tolerance (or its own spread) below the baseline. A row may carry ``"run_to_run": {"band": 0.012, "runs": 9}``:
+how much its median moved between unchanged runs of the history it was written from (:func:`run_to_run_bands`);
+the comparison then widens its noise band to that.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpukit.bench.results import Result, Run
-from gpukit.bench.verdict import Spread, Verdict, classify, model_state_differences, state_differences
+from gpukit.bench.verdict import (
+    RUN_TO_RUN_RUNS,
+    RunToRun,
+    Spread,
+    Verdict,
+    classify,
+    model_state_differences,
+    state_differences,
+)
 from gpukit.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -45,7 +57,9 @@ __all__ = [
     "classify_results",
     "compare_runs",
     "load_baseline",
+    "recent_runs",
     "refuse_or_mark",
+    "run_to_run_bands",
     "shipped_baselines",
 ]
 
@@ -100,18 +114,34 @@ def refuse_or_mark(
     return diffs
 
 
-def classify_results(a: Result, b: Result) -> Verdict:
+def classify_results(a: Result, b: Result, run_to_run: RunToRun | None = None) -> Verdict:
     """B against A from their timed samples (rows without samples: UNSURE)."""
     if not a.samples_s or not b.samples_s:
         return Verdict("UNSURE", math.nan, math.nan, "a side has no timed samples")
-    return settled_same(classify(Spread.from_samples(a.samples_s), Spread.from_samples(b.samples_s)), a, b)
+    va = classify(Spread.from_samples(a.samples_s), Spread.from_samples(b.samples_s), run_to_run)
+    return settled_same(va, a, b, run_to_run=run_to_run)
 
 
-def settled_same(v: Verdict, *rows: Result) -> Verdict:
+def run_to_run_bands(runs: Iterable[Run], like: Run, skip: Collection[int | None] = ()) -> dict[Key, RunToRun]:
+    """Per row, how much its median moved between the ``runs`` taken in ``like``'s hardware state (ids in ``skip``
+    left out; the newest last): :class:`~gpukit.bench.verdict.RunToRun`, for rows with enough such runs."""
+    state = _state(like)
+    medians: dict[Key, list[float]] = {}
+    for run in sorted(runs, key=lambda r: r.id or 0):
+        if run.id in skip or state_differences(state, _state(run)):
+            continue
+        for r in run.results:
+            if r.ok and r.samples_s:
+                medians.setdefault(_key(r), []).append(statistics.median(r.samples_s))
+    return {k: band for k, m in medians.items() if (band := RunToRun.from_medians(m)) is not None}
+
+
+def settled_same(v: Verdict, *rows: Result, run_to_run: RunToRun | None = None) -> Verdict:
     """SAME only between rows that settled: a difference within the noise band of a row that never got down to its
     noise target says the noise was large, not that the two are the same (a 3× difference on a machine whose samples
-    spread over 100 % is within the band)."""
-    if v.verdict == "SAME" and any(r.settled is False for r in rows):
+    spread over 100 % is within the band). With a ``run_to_run`` band the history's own medians measured that noise
+    (a GEMM at its power cap never settles within a run, yet its medians move 4 % from run to run): SAME stands."""
+    if v.verdict == "SAME" and run_to_run is None and any(r.settled is False for r in rows):
         return Verdict("UNSURE", v.change, v.band, f"{v.why}, but a row never settled (its noise was too large)")
     return v
 
@@ -135,14 +165,16 @@ class Comparison:
         return asdict(self)
 
 
-def compare_runs(a: Run, b: Run, force: bool = False) -> list[Comparison]:
-    """Row-by-row comparison of run ``b`` against run ``a``, matched on workload, backend, device and size.
+def compare_runs(a: Run, b: Run, force: bool = False, others: Iterable[Run] = ()) -> list[Comparison]:
+    """Row-by-row comparison of run ``b`` against run ``a``, matched on workload, backend, device and size;
+    ``others``: more runs of the history, whose medians give each row its run-to-run band (:func:`run_to_run_bands`).
 
     Raises :class:`StateDiffers` when the runs' hardware states differ, unless ``force``. A workload/backend both
     runs measured, but at sizes the other did not (a ``--quick`` run against a full one), is one row ``not
     comparable: different sizes`` naming them; a row that is not ok on one side says which side and how
     (``skipped in B``), not a bare "not ok"."""
     differs = bool(refuse_or_mark(a, b, force))
+    bands = run_to_run_bands(others, a, skip={a.id, b.id})
     rows_a = {_key(r): r for r in a.results}
     rows_b = {_key(r): r for r in b.results}
     out = []
@@ -160,7 +192,7 @@ def compare_runs(a: Run, b: Run, force: bool = False) -> list[Comparison]:
         elif not rb.ok:
             verdict = f"{rb.status} in B"
         else:
-            v = classify_results(ra, rb)
+            v = classify_results(ra, rb, bands.get(key))
             verdict, why, band = v.verdict, v.why, (v.band if math.isfinite(v.band) else None)
         unit = ra.throughput_unit or rb.throughput_unit
         out.append(Comparison(*key, unit, ta, tb, ratio, band, verdict, why, differs))
@@ -193,9 +225,14 @@ def _unmatched(rows_a: dict[Key, Result], rows_b: dict[Key, Result]) -> list[Com
     return out
 
 
-def baseline_from_run(run: Run, command: str | None = None, tolerance_pct: float = 10.0) -> dict[str, Any]:
+def baseline_from_run(
+    run: Run, command: str | None = None, tolerance_pct: float = 10.0, others: Iterable[Run] = ()
+) -> dict[str, Any]:
     """The baseline document for the ok rows of ``run``: its GPU rows when it has any (node acceptance is about the
-    GPU, its memory and its link; the host CPU of another node may differ), else every row."""
+    GPU, its memory and its link; the host CPU of another node may differ), else every row. ``others``: more runs
+    of the history, whose medians give each row its ``run_to_run`` band."""
+    runs = [*(r for r in others if r.id is None or r.id != run.id), run]  # the history holds ``run`` too
+    bands = run_to_run_bands(runs, run)
     has_gpu = any(r.ok and r.device == "cuda" for r in run.results)
     rows = []
     for r in run.results:
@@ -211,6 +248,7 @@ def baseline_from_run(run: Run, command: str | None = None, tolerance_pct: float
                     "kernel_median_s": r.kernel_median_s,
                     "spread": _spread(r),
                     "stats": Spread.from_samples(r.samples_s).to_dict() if r.samples_s else None,
+                    "run_to_run": asdict(band) if (band := bands.get(_key(r))) else None,
                 }
             )
     return {
@@ -228,6 +266,11 @@ def baseline_from_run(run: Run, command: str | None = None, tolerance_pct: float
     }
 
 
+def recent_runs(history: History, limit: int = 2 * RUN_TO_RUN_RUNS) -> list[Run]:
+    """The newest ``limit`` runs of ``history`` (for run-to-run bands)."""
+    return [Run.from_dict(history.load_run(s.id)) for s in history.list_runs(limit)]
+
+
 def shipped_baselines() -> list[str]:
     """Names of the baselines that ship with gpukit (``--baseline NAME``)."""
     folder = resources.files("gpukit.bench").joinpath("data/baselines")
@@ -242,7 +285,8 @@ def load_baseline(ref: str, history: History | None = None) -> dict[str, Any]:
     if ref.isdigit():
         if history is None:
             raise ConfigError(f"baseline run {ref} needs a results history", hint="pass --db PATH")
-        return baseline_from_run(Run.from_dict(history.load_run(int(ref))))
+        run = Run.from_dict(history.load_run(int(ref)))
+        return baseline_from_run(run, others=recent_runs(history))
     path = Path(ref).expanduser()
     if not path.exists():
         shipped = resources.files("gpukit.bench").joinpath(f"data/baselines/{ref}.json")
@@ -331,12 +375,20 @@ def check_baseline(
     return checks
 
 
+def _band(row: dict[str, Any]) -> RunToRun | None:
+    """A baseline row's recorded run-to-run band (None when it has none)."""
+    rr = row.get("run_to_run")
+    return RunToRun(float(rr["band"]), int(rr["runs"])) if isinstance(rr, dict) else None
+
+
 def _judge(b: dict[str, Any], r: Result, ratio: float, tol: float) -> tuple[str, bool, str | None]:
     """(verdict, ok, why) of one measured row against its baseline row."""
     stats = b.get("stats")
     if isinstance(stats, dict) and r.samples_s:
         try:
-            v = settled_same(classify(Spread.from_dict(stats), Spread.from_samples(r.samples_s)), r)
+            band = _band(b)
+            v = classify(Spread.from_dict(stats), Spread.from_samples(r.samples_s), band)
+            v = settled_same(v, r, run_to_run=band)
         except (KeyError, TypeError, ValueError):
             v = None
         if v is not None:

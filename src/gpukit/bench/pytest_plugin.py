@@ -12,12 +12,13 @@ fail the test against a stored baseline.
 A row that fails its check fails the test (with gpukit's reason); a backend that is not available here skips it.
 Baselines: ``pytest --gpukit-bench-save`` writes each measured row's samples (their median, quartiles and the
 median's interval) and the hardware state to the baseline file (default ``.gpukit-bench.json`` in the rootdir,
-``--gpukit-bench-baseline PATH``). Later runs classify each row against it with the same comparison as `gpukit
-history compare` (SAME / FASTER / SLOWER / UNSURE, :mod:`gpukit.bench.verdict`) and fail a test whose row comes out
-SLOWER (by more than ``--gpukit-bench-tolerance`` per cent, default 0). A baseline taken in another hardware state
-(GPU, driver, clocks, versions) fails the test with the differences, unless ``--gpukit-bench-force`` (then rows
-are only compared). Registered through the ``pytest11`` entry point ``gpukit`` (installed with gpukit), or with
-``-p gpukit.bench.pytest_plugin``.
+``--gpukit-bench-baseline PATH``); each save in the same hardware state also keeps the row's earlier medians (up to
+20), and from three on they give the row its run-to-run band. Later runs classify each row against it with the same
+comparison as `gpukit history compare` (SAME / FASTER / SLOWER / UNSURE, :mod:`gpukit.bench.verdict`) and fail a
+test whose row comes out SLOWER (by more than ``--gpukit-bench-tolerance`` per cent, default 0). A baseline taken in
+another hardware state (GPU, driver, clocks, versions) fails the test with the differences, unless
+``--gpukit-bench-force`` (then rows are only compared). Registered through the ``pytest11`` entry point ``gpukit``
+(installed with gpukit), or with ``-p gpukit.bench.pytest_plugin``.
 """
 
 from __future__ import annotations
@@ -76,6 +77,16 @@ class _Store:
             self._here = hardware_state()
         return self._here
 
+    def earlier_medians(self, key: str, unit: str | None) -> list[float]:
+        """The medians earlier saves recorded for this row, when they were taken in this hardware state: each
+        ``--gpukit-bench-save`` adds one, and three or more give the row its run-to-run band."""
+        from gpukit.bench.verdict import state_differences
+
+        base = self.rows.get(key) or {}
+        if base.get("unit") != unit or self.state is None or state_differences(self.state, self.here()):
+            return []
+        return [float(m) for m in base.get("medians") or [] if isinstance(m, int | float)]
+
     def write(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
         doc = {"format": "gpukit-bench-pytest", "state": self.here(), "rows": self.rows}
@@ -128,10 +139,12 @@ class GpukitBench:
         key = f"{self.nodeid}::{r.backend}"
         self._store.measured.append((key, r))
         if self._store.save:
-            from gpukit.bench.verdict import Spread
+            from gpukit.bench.verdict import RUN_TO_RUN_RUNS, Spread
 
             stats = Spread.from_samples(r.samples_s).to_dict() if r.samples_s else None
-            self._store.rows[key] = {"unit": r.throughput_unit, "value": r.throughput, "stats": stats}
+            medians = [*self._store.earlier_medians(key, r.throughput_unit), stats["median_s"]] if stats else []
+            row = {"unit": r.throughput_unit, "value": r.throughput, "stats": stats}
+            self._store.rows[key] = {**row, "medians": medians[-RUN_TO_RUN_RUNS:]}
             return
         base = self._store.rows.get(key)
         if not base or base.get("unit") != r.throughput_unit or not isinstance(base.get("stats"), dict):
@@ -141,14 +154,16 @@ class GpukitBench:
     def _compare(self, r: Result, base: dict[str, Any]) -> None:
         """The row against its baseline, with the comparison every gpukit command uses (bench/verdict.py)."""
         from gpukit.bench.baselines import StateDiffers, refuse_or_mark, settled_same
-        from gpukit.bench.verdict import Spread, classify
+        from gpukit.bench.verdict import RunToRun, Spread, classify
 
         if self._store.state is not None:
             try:
                 refuse_or_mark(self._store.state, self._store.here(), self._store.force, "this run and its baseline")
             except StateDiffers as exc:
                 pytest.fail(f"gpukit_bench: {exc.message} (--gpukit-bench-force compares anyway)", pytrace=False)
-        v = settled_same(classify(Spread.from_dict(base["stats"]), Spread.from_samples(r.samples_s)), r)
+        band = RunToRun.from_medians([m for m in base.get("medians") or [] if isinstance(m, int | float)])
+        v = classify(Spread.from_dict(base["stats"]), Spread.from_samples(r.samples_s), band)
+        v = settled_same(v, r, run_to_run=band)
         self._store.verdicts[f"{self.nodeid}::{r.backend}"] = v.verdict
         if v.verdict == "SLOWER" and v.change > self._store.tolerance_pct / 100:
             unit = _unit(r)

@@ -8,8 +8,18 @@ and a distribution-free 90 % confidence interval of its median (order statistics
 with ``d`` = median B / median A − 1 (time per call: positive means B is slower):
 
 * **SAME** — ``|d|`` is within the *noise band*: the larger of the two sides' interquartile ranges relative to their
-  median. A difference smaller than the middle half of either run's own samples is not a difference. (Between
-  bench rows, a row that never settled at its noise target turns SAME into UNSURE: ``baselines.settled_same``.)
+  median and, when the history holds at least :data:`RUN_TO_RUN_MIN` other runs of the row in the same hardware
+  state, its *run-to-run band* (:class:`RunToRun`). A difference smaller than the middle half of either run's own
+  samples, or than what unchanged runs of the row have already shown between them, is not a difference. (Between
+  bench rows, a row that never settled at its noise target turns SAME into UNSURE unless a run-to-run band is known:
+  ``baselines.settled_same``.)
+
+Samples taken back to back inside one process understate how much two processes differ: on an H200, 14 reruns of
+``bench --quick --device cuda`` had 0.1–1 % interquartile ranges per row but 1–2 % between runs (a run's boost
+clock, where its buffers landed), and two such runs compared by their samples alone came out SAME in only half of
+the row pairs. The run-to-run band is :data:`RUN_TO_RUN_FACTOR` × the range of the other runs' medians over their
+median: distribution-free, so heavy tails (a pageable copy, a torch Mandelbrot whose runs spread 50 %) widen it
+instead of being assumed away.
 * **SLOWER / FASTER** — ``|d|`` is beyond the band *and* the two medians' intervals do not overlap: the samples
   themselves say the medians differ.
 * **UNSURE** — beyond the band but the intervals overlap (too few or too noisy samples to tell), or a side has
@@ -32,7 +42,9 @@ __all__ = [
     "CONFIDENCE",
     "MIN_SAMPLES",
     "MODEL_STATE_KEYS",
+    "RUN_TO_RUN_MIN",
     "VERDICTS",
+    "RunToRun",
     "Spread",
     "Verdict",
     "classify",
@@ -47,6 +59,9 @@ MIN_SAMPLES = 3  # fewer samples on a side: UNSURE
 # With fewer, the samples cannot say SLOWER or FASTER (only SAME, or UNSURE).
 MIN_APART = next(n for n in range(1, 64) if 1 - 2.0 ** (1 - n) >= CONFIDENCE)
 VERDICTS = ("SAME", "FASTER", "SLOWER", "UNSURE")
+RUN_TO_RUN_MIN = 3  # other runs of a row needed to know its run-to-run noise
+RUN_TO_RUN_RUNS = 20  # the newest this many are used
+RUN_TO_RUN_FACTOR = 1.5  # × the range of their medians (chosen on the H200 reruns: benchmarks/engine_rerun_h200_*)
 
 
 def _binom_cdf(k: int, n: int) -> float:
@@ -110,6 +125,24 @@ class Spread:
 
 
 @dataclass(frozen=True)
+class RunToRun:
+    """How much one row's median moved between unchanged runs: ``band`` = :data:`RUN_TO_RUN_FACTOR` × (largest −
+    smallest median) / their median, over ``runs`` runs."""
+
+    band: float
+    runs: int
+
+    @classmethod
+    def from_medians(cls, medians_s: Sequence[float]) -> RunToRun | None:
+        """From other runs' medians of the row (the newest :data:`RUN_TO_RUN_RUNS`); None with fewer than
+        :data:`RUN_TO_RUN_MIN` or a median that is not positive."""
+        m = [float(x) for x in medians_s][-RUN_TO_RUN_RUNS:]
+        if len(m) < RUN_TO_RUN_MIN or min(m) <= 0:
+            return None
+        return cls(RUN_TO_RUN_FACTOR * (max(m) - min(m)) / statistics.median(m), len(m))
+
+
+@dataclass(frozen=True)
 class Verdict:
     """The outcome of :func:`classify`. ``change`` = median B / median A − 1 (time: > 0 is slower);
     ``band`` the noise band it was held against; ``why`` one line a person can read."""
@@ -123,26 +156,31 @@ class Verdict:
         return asdict(self)
 
 
-def classify(a: Spread, b: Spread) -> Verdict:
-    """B against A (see the module docstring)."""
+def classify(a: Spread, b: Spread, run_to_run: RunToRun | None = None) -> Verdict:
+    """B against A (see the module docstring); ``run_to_run``: the row's run-to-run band, when known."""
     if a.median_s <= 0 or b.median_s <= 0:
         return Verdict("UNSURE", math.nan, math.nan, "a median time is not positive")
     change = b.median_s / a.median_s - 1.0
-    band = max(a.rel_iqr, b.rel_iqr)
+    within = max(a.rel_iqr, b.rel_iqr)
+    band = max(within, run_to_run.band if run_to_run else 0.0)
+    if run_to_run is None:
+        noise = f"the noise band ±{band:.2%} (run-to-run noise unknown: fewer than {RUN_TO_RUN_MIN} other runs)"
+    elif band > within:
+        noise = f"the run-to-run band ±{band:.2%} ({run_to_run.runs} other runs)"
+    else:
+        noise = f"the noise band ±{band:.2%}"
     if min(a.n, b.n) < MIN_SAMPLES:
         return Verdict("UNSURE", change, band, f"fewer than {MIN_SAMPLES} samples on a side ({a.n} and {b.n})")
     if abs(change) <= band:
-        return Verdict("SAME", change, band, f"{change:+.2%} is within the noise band ±{band:.2%}")
+        return Verdict("SAME", change, band, f"{change:+.2%} is within {noise}")
     if min(a.n, b.n) < MIN_APART:
-        return Verdict("UNSURE", change, band, f"{change:+.2%} is beyond ±{band:.2%}, but {min(a.n, b.n)} samples "
+        return Verdict("UNSURE", change, band, f"{change:+.2%} is beyond {noise}, but {min(a.n, b.n)} samples "
                        f"cannot give a {CONFIDENCE:.0%} interval (need {MIN_APART})")  # fmt: skip
     apart = b.ci_low_s > a.ci_high_s or a.ci_low_s > b.ci_high_s
     if not apart:
-        return Verdict(
-            "UNSURE", change, band, f"{change:+.2%} is beyond ±{band:.2%} but the medians' intervals overlap"
-        )
+        return Verdict("UNSURE", change, band, f"{change:+.2%} is beyond {noise} but the medians' intervals overlap")
     name = "SLOWER" if change > 0 else "FASTER"
-    return Verdict(name, change, band, f"{change:+.2%} beyond ±{band:.2%}, the medians' 90 % intervals apart")
+    return Verdict(name, change, band, f"{change:+.2%} beyond {noise}, the medians' 90 % intervals apart")
 
 
 # What makes two runs' hardware state differ: every key both sides know must be equal (an unknown value is not a

@@ -286,7 +286,7 @@ def bench(
         code = _report_sweep(run, as_json)
     else:
         judge = (tol, force)
-        code = _report(run, baseline, baseline_doc, judge, write_baseline, markdown, save_image, as_json, as_csv)
+        code = _report(run, baseline, baseline_doc, judge, write_baseline, markdown, save_image, as_json, as_csv, db)
     skip_teardown()  # saved, printed, files written: finalizing torch and numba cost ~1 s of a 2-core --quick
     return 2 if not no_save and run.id is None else code  # the store refused the run (kept in a file): exit 2
 
@@ -314,6 +314,18 @@ def _load_baseline(ref: str, db: str | None) -> dict[str, Any]:
         return compare.load_baseline(ref, history)
 
 
+def _history_runs(db: str | None, run: Run) -> list[Run]:
+    """The history's newest runs (their medians give a written baseline its run-to-run bands); none when this run
+    was not saved to a history."""
+    from gpukit.bench.baselines import recent_runs
+    from gpukit.history import open_history
+
+    if run.id is None:
+        return []
+    with open_history(db, create=False) as history:
+        return recent_runs(history)
+
+
 def _report(
     run: Run,
     baseline: str | None,
@@ -324,6 +336,7 @@ def _report(
     save_image: Path | None,
     as_json: bool,
     as_csv: bool,
+    db: str | None = None,
 ) -> int:
     from gpukit.bench import baselines as compare
 
@@ -332,7 +345,8 @@ def _report(
     if baseline_doc is not None:
         checks = compare.check_baseline(run, baseline_doc, tol, force=force, scope=_scope(baseline))
     if write_baseline:
-        write_output(write_baseline, render.to_json(compare.baseline_from_run(run, run.settings.get("command"))) + "\n")
+        doc = compare.baseline_from_run(run, run.settings.get("command"), others=_history_runs(db, run))
+        write_output(write_baseline, render.to_json(doc) + "\n")
     if markdown:
         write_output(markdown, to_markdown(run))
     if save_image:

@@ -93,14 +93,18 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
     force: bool = typer.Option(False, "--force", help="Compare runs taken in different hardware states (marked)."),
 ) -> int:
-    """Compare run B with run A row by row: SAME / FASTER / SLOWER / UNSURE from the two runs' samples (B/A is
-    the throughput ratio; spread, the noise band a change must leave). Runs of different hardware states are
-    refused unless --force."""
-    from gpukit.bench.baselines import compare_runs
+    """Compare run B with run A row by row: SAME / FASTER / SLOWER / UNSURE from the two runs' samples and, with
+    three or more other runs of a row in the history (same hardware state), how much its median moved between
+    them (B/A is the throughput ratio; spread, the noise band a change must leave). Runs of different hardware
+    states are refused unless --force."""
+    from gpukit.bench.baselines import compare_runs, recent_runs
     from gpukit.bench.results import THROUGHPUT_UNITS
+    from gpukit.history import open_history
 
     first, second = _load(db, run_a, run_b)
-    rows = compare_runs(first, second, force=force)
+    with open_history(db, create=False) as history:
+        others = recent_runs(history)
+    rows = compare_runs(first, second, force=force, others=others)
     if as_json:
         render.print_json({"a": run_a, "b": run_b, "rows": [r.to_dict() for r in rows]})
         return 0

@@ -75,6 +75,15 @@ def test_plugin_gates_on_the_check_and_the_baseline(pytester: pytest.Pytester) -
     (key,) = doc["rows"]
     assert key.endswith("test_fast::numpy") and doc["rows"][key]["unit"] == "gbps" and doc["rows"][key]["value"] > 0
     assert doc["rows"][key]["stats"]["n"] >= 3 and doc["state"]["versions"]["numpy"]
+    assert doc["rows"][key]["medians"] == [doc["rows"][key]["stats"]["median_s"]]
+    for _ in range(2):  # each save in the same state keeps the earlier medians: three give the run-to-run band
+        pytester.runpytest_subprocess(*plugin, "--gpukit-bench-save", "-k", "fast").assert_outcomes(passed=1)
+    doc = json.loads(baseline.read_text())
+    assert (
+        len(doc["rows"][key]["medians"]) == 3
+        and doc["rows"][key]["medians"][-1] == doc["rows"][key]["stats"]["median_s"]
+    )
+    doc["rows"][key]["medians"] = []  # the check below wants the samples' own band only
     for name in ("median_s", "q1_s", "q3_s", "ci_low_s", "ci_high_s"):  # a baseline 1000× faster: this run is SLOWER
         doc["rows"][key]["stats"][name] /= 1000
     doc["rows"][key]["stats"]["n"] = 50

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import statistics
+from collections import Counter
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from gpukit.bench.baselines import StateDiffers, baseline_from_run, check_baseline, compare_runs
+from gpukit.bench.baselines import StateDiffers, baseline_from_run, check_baseline, compare_runs, run_to_run_bands
 from gpukit.bench.results import Result, Run
-from gpukit.bench.verdict import Spread, classify, median_interval, state_differences
+from gpukit.bench.verdict import RunToRun, Spread, classify, median_interval, state_differences
 
 NOISE = 0.005  # relative standard deviation of one sample: a settled row on a GPU
 
@@ -144,3 +148,69 @@ def test_a_baseline_file_is_a_reference_for_the_gpu_model_not_for_one_machine() 
         check_baseline(_run(1e-3, 3, app_sm_clock_mhz=1500), doc, 0.0, scope="model")
     with pytest.raises(StateDiffers, match="name: NVIDIA H200 vs NVIDIA H100"):
         check_baseline(_run(1e-3, 4, name="NVIDIA H100"), doc, 0.0, scope="model")
+
+
+def _process_runs(rng: np.random.Generator, n: int, run_noise: float, shift: float = 0.0) -> list[Run]:
+    """``n`` runs of one row as separate processes give them: each run's median moved by ``run_noise`` (relative
+    standard deviation: a boost clock, where the buffers landed) while its own 10 samples spread only 0.2 %."""
+    runs = []
+    for i in range(n):
+        median = 1e-3 * (1 + shift) * (1 + run_noise * rng.standard_normal())
+        samples = (median * (1 + 0.002 * rng.standard_normal(10))).tolist()
+        row = Result("vector-add", "torch-cuda", "cuda", "16MiB:float32", throughput_unit="gbps", gbps=1 / median,
+                     kernel_median_s=median, samples_s=samples)  # fmt: skip
+        state = _state()
+        runs.append(Run(started_at="x", machine=state["machine"], versions=state["versions"], results=[row], id=i))  # type: ignore[arg-type]
+    return runs
+
+
+def test_run_to_run_noise_from_the_history_turns_process_noise_into_same_and_keeps_a_real_change() -> None:
+    """Unchanged reruns whose medians move 0.5 % from process to process, samples 0.2 % within one: by their samples
+    alone most pairs differ; with the other runs' medians (the history) at least 99 % are SAME, and a 5 % slower
+    run is SLOWER every time."""
+    rng = np.random.default_rng(7)
+    alone, with_history, slower = Counter(), Counter(), Counter()
+    for _ in range(40):
+        runs = _process_runs(rng, 22, 0.005)
+        for a, b in zip(runs[:-1:2], runs[1::2], strict=True):
+            alone[compare_runs(a, b)[0].verdict] += 1
+            with_history[compare_runs(a, b, others=runs)[0].verdict] += 1
+        moved = _process_runs(rng, 1, 0.005, shift=0.05)[0]
+        slower[compare_runs(runs[0], moved, others=runs[1:])[0].verdict] += 1
+    assert alone["SAME"] < 0.6 * sum(alone.values()), alone  # the phantom regressions of comparing samples alone
+    assert with_history["SAME"] >= 0.99 * sum(with_history.values()), with_history
+    assert slower == Counter({"SLOWER": 40}), slower
+
+
+def test_the_run_to_run_band_needs_three_other_runs_of_the_same_state_and_says_which_band_decided() -> None:
+    rng = np.random.default_rng(3)
+    runs = _process_runs(rng, 6, 0.01)
+    assert RunToRun.from_medians([1.0, 1.01]) is None and RunToRun.from_medians([1.0, 0.0, 1.0]) is None
+    band = RunToRun.from_medians([1.0, 1.02, 0.99, 1.01])
+    assert band is not None and band.runs == 4 and band.band == pytest.approx(1.5 * 0.03 / 1.005)
+    assert RunToRun.from_medians([1.0 + i / 100 for i in range(30)]).runs == 20  # type: ignore[union-attr]
+    a, b = runs[0], runs[1]
+    assert run_to_run_bands(runs[2:4], a) == {}  # two other runs: unknown
+    row = compare_runs(a, b, others=runs)[0]  # four others (a and b themselves are left out)
+    assert "run-to-run band" in (row.why or "") and "4 other runs" in (row.why or "")
+    other_gpu = [replace(r, machine=_state(serial="1650924060009")["machine"]) for r in runs[2:]]
+    assert run_to_run_bands(other_gpu, a) == {}  # another GPU's runs say nothing about this one's noise
+    alone = compare_runs(a, b)[0]
+    assert "run-to-run noise unknown" in (alone.why or "")
+    twin = _process_runs(rng, 1, 0.0, shift=statistics.median(a.results[0].samples_s) / 1e-3 - 1)[0]
+    twin = replace(twin, id=99)
+    twin.results[0].settled = False  # never settled within its run: the history's medians still measured its noise
+    assert compare_runs(a, twin, others=runs)[0].verdict == "SAME" and compare_runs(a, twin)[0].verdict == "UNSURE"
+
+
+def test_a_baseline_written_from_a_history_carries_the_run_to_run_band() -> None:
+    rng = np.random.default_rng(5)
+    runs = _process_runs(rng, 8, 0.01)
+    doc = baseline_from_run(runs[-1], others=runs)
+    rr = doc["results"][0]["run_to_run"]
+    medians = [statistics.median(r.results[0].samples_s) for r in runs]
+    assert rr["runs"] == 8 and rr["band"] == pytest.approx(1.5 * (max(medians) - min(medians)) / np.median(medians))
+    base = doc["results"][0]["stats"]["median_s"]  # a run half a band slower than the baseline's own
+    inside = _process_runs(np.random.default_rng(11), 1, 0.0, shift=base / 1e-3 * (1 + 0.5 * rr["band"]) - 1)[0]
+    assert check_baseline(inside, doc, 0.0)[0].verdict in ("SAME", "FASTER")  # within the band: not SLOWER
+    assert baseline_from_run(runs[-1])["results"][0]["run_to_run"] is None  # no history, no band
