@@ -4,10 +4,12 @@
 #
 #   quick  REPS × `gpukit bench --quick --device cuda` (noise-stopped) + 3 × the same with --noise-target 0
 #          (the fixed count of before), each wall-timed                                         ~ REPS × 15 s
-#   big    REPS × `bench vector-add saxpy --size 1GiB:float32 --device cuda --no-ceilings`          ~ REPS × 15 s
+#   big    REPS × `bench vector-add saxpy --size 1GiB:float32 --backend torch-cuda --backend cupy --device cuda
+#          --no-ceilings`                                                                         ~ REPS × 20 s
 #   gemm   REPS × `bench gemm --size 8192:bf16 --device cuda --no-ceilings`                        ~ REPS × 10 s
 #   shift  REPS pairs of runs (GPUKIT_SHIFTED=0, then 1) of engine_shift_workload.py's SHIFT_ADD_2 and SHIFT_ADD_5
-#          beside 1 GiB vector-add and SAXPY: each pair one 2 % and one 5 % comparison, and two big reruns
+#          at 256 MiB, torch-cuda only: each pair one 2 % and one 5 % comparison                  ~ REPS × 2 × 8 s
+#          (2026-12-02 they ran beside every backend's 1 GiB vector-add and SAXPY: 110 s a command)
 #   wall   3 × plain `gpukit bench --quick` (CPU and GPU rows: the README's command, target <= 30 s), wall-timed
 #          into walls.txt as "wall", then one more broken down by stage → $OUT/phases.json     ~ 4 × 40 s
 #   report engine_rerun_report.py over the history → $OUT/engine_rerun.md and .json
@@ -62,7 +64,8 @@ fi
 if [[ $PART == " all " || $PART == *" big "* ]]; then  # no ceilings: reruns compare rows; the datasheet still judges them
   say "big: $REPS × 1 GiB vector add / SAXPY"
   for i in $(seq 1 "$REPS"); do
-    gk big vector-add saxpy --size 1GiB:float32 --device cuda --no-ceilings --db "$DB" --json
+    gk big vector-add saxpy --size 1GiB:float32 --backend torch-cuda --backend cupy --device cuda --no-ceilings \
+      --db "$DB" --json
   done
 fi
 if [[ $PART == " all " || $PART == *" gemm "* ]]; then
@@ -74,8 +77,8 @@ if [[ $PART == " all " || $PART == *" shift "* ]]; then
   for i in $(seq 1 "$REPS"); do
     if ((BUDGET_S > 0 && $(date +%s) + 2 * GUARD_S > END_S)); then break; fi  # whole pairs only
     for shifted in 0 1; do
-      GPUKIT_SHIFTED=$shifted gk "shift-$shifted" -w "$SHIFT:SHIFT_ADD_2" -w "$SHIFT:SHIFT_ADD_5" vector-add saxpy \
-        --size 1GiB:float32 --device cuda --no-ceilings --db "$DB" --json
+      GPUKIT_SHIFTED=$shifted gk "shift-$shifted" -w "$SHIFT:SHIFT_ADD_2" -w "$SHIFT:SHIFT_ADD_5" \
+        --size 256MiB:float32 --backend torch-cuda --device cuda --no-ceilings --db "$DB" --json
     done
   done
 fi
