@@ -3,15 +3,15 @@
 # measured. Parts, so each device call stays under 10 minutes (PART=all runs them in order; REPS=20 by default):
 #
 #   quick  REPS × `gpukit bench --quick --device cuda` (noise-stopped) + 3 × the same with --noise-target 0
-#          (the fixed count of before), each wall-timed                                         ~ REPS × 15 s
+#          (the fixed count of before), each wall-timed             ~ REPS × 36 s (H200 host, 2026-12-02)
 #   big    REPS × `bench vector-add saxpy --size 1GiB:float32 --backend torch-cuda --backend cupy --device cuda
 #          --no-ceilings`                                                                         ~ REPS × 20 s
-#   gemm   REPS × `bench gemm --size 8192:bf16 --device cuda --no-ceilings`                        ~ REPS × 10 s
+#   gemm   REPS × `bench gemm --size 8192:bf16 --device cuda --no-ceilings`                        ~ REPS × 15 s
 #   shift  REPS pairs of runs (GPUKIT_SHIFTED=0, then 1) of engine_shift_workload.py's SHIFT_ADD_2 and SHIFT_ADD_5
 #          at 256 MiB, torch-cuda only: each pair one 2 % and one 5 % comparison                  ~ REPS × 2 × 8 s
 #          (2026-12-02 they ran beside every backend's 1 GiB vector-add and SAXPY: 110 s a command)
 #   wall   3 × plain `gpukit bench --quick` (CPU and GPU rows: the README's command, target <= 30 s), wall-timed
-#          into walls.txt as "wall", then one more broken down by stage → $OUT/phases.json     ~ 4 × 40 s
+#          into walls.txt as "wall", then one more broken down by stage → $OUT/phases.json     ~ 4 × 64 s
 #   report engine_rerun_report.py over the history → $OUT/engine_rerun.md and .json
 #
 #   OUT=/some/dir PART="quick wall report" bash benchmarks/scripts/engine_rerun_h200.sh   (PYTHON=python3.12 picks
