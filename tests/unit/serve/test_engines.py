@@ -7,7 +7,6 @@ inductor's cache in one folder for the whole test session (``INDUCTOR_CACHE``)."
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
