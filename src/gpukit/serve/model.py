@@ -10,13 +10,13 @@ kernels (ResNet-50 on an H200: preparing 128 JPEGs took 7.8 ms alone and 18.4 ms
 17.6 and 119 ms; beside a batch-64 forward 4.9 ms against 4.4: ``benchmarks/scripts/serve_pipeline_probe.py``,
 2026-12-01).
 ``cudnn.benchmark`` stays off: it would autotune every new shape under a dynamic batcher (MEASURING.md rule 9).
-On a CPU device batches are not padded: ``warm`` runs the same sizes there, and a batch of another size pays its
-first call once, which costs far less than padding every call (ResNet-18, 64 px, 2 threads: a first batch of 5 took
-14.3 ms, then 10.6-11.0; padded to 8 it would take 14.2 ms every time, and 17 padded to 32 took 42.1 ms against
-19.9-21.4; 2026-12-02). On a CPU device the forward pass gets half the cores' threads: with all
-of them, its OpenMP regions stall whenever one thread loses its core to the event loop or a decode thread (seed CNN,
-batch 1, 2 cores beside a flood of refused uploads: 120-310 ms per forward pass with 2 threads, 0.5-2 ms with 1;
-2026-12-01).
+On a CPU device eager batches are not padded (compiled ones are: ``_padded``): ``warm`` runs the same sizes there,
+and a batch of another size pays its first call once, which costs far less than padding every call (ResNet-18,
+64 px, 2 threads: a first batch of 5 took 14.3 ms, then 10.6-11.0; padded to 8 it would take 14.2 ms every time,
+and 17 padded to 32 took 42.1 ms against 19.9-21.4; 2026-12-02). On a CPU device the forward pass gets half the
+cores' threads: with all of them, its OpenMP regions stall whenever one thread loses its core to the event loop or a
+decode thread (seed CNN, batch 1, 2 cores beside a flood of refused uploads: 120-310 ms per forward pass with 2
+threads, 0.5-2 ms with 1; 2026-12-01).
 
 A batch is served in two steps that the batcher runs on two threads, so they overlap: ``prepare`` (decode, resize,
 stage; ``gpukit.serve.staging``, on its own stream) and ``execute`` (copy out of the staging slot, then per pass:
