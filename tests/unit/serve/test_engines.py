@@ -157,7 +157,7 @@ def test_the_compile_engine_runs_padded_on_the_cpu_and_matches_eager(tmp_path, m
     import torch
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(INDUCTOR_CACHE))
-    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")  # no compile worker pool to start on 2 cores
+    monkeypatch.setattr("torch._inductor.config.compile_threads", 1)  # no compile worker pool to start on 2 cores
     model = make_checkpoint(tmp_path / "run")
     runner, choice = build_runner(EngineSpec(model, "cpu", "compile", max_batch=4))
     assert choice.engine == runner.engine == "compile" and choice.gate is not None and choice.gate.passed
