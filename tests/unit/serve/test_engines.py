@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from serve_testdata import INDUCTOR_CACHE, SIZE, make_checkpoint
 
-from gpukit.errors import CheckFailed
+from gpukit.errors import CheckFailed, ConfigError
 from gpukit.serve.choose import Candidate, EngineSpec, build_runner, choose
 from gpukit.serve.engines import compile_unavailable, inductor_dir, tensorrt_unavailable
 from gpukit.serve.gate import PROB_TOL, TOP1_MIN, GateResult, judge, top1
@@ -138,8 +138,15 @@ def test_the_gate_uses_the_runs_validation_split(tmp_path):
     got = gate_images(run / "best.json", SIZE)
     assert got.source == "validation" and len(got.images) == len(want) == 4
     assert np.array_equal(got.images, want.images)
+    given = gate_images(run / "best.json", SIZE, data / "blue")  # --gate-images wins over the split
+    assert given.source == "gate-images" and len(given.images) == 6 and "--gate-images" in given.detail
     (run / "settings.json").unlink()
     assert gate_images(run / "best.json", SIZE).source == "synthetic"
+    with pytest.raises(ConfigError, match="is not a folder"):
+        gate_images(run / "best.json", SIZE, data / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError):
+        gate_images(run / "best.json", SIZE, tmp_path / "empty")
 
 
 def test_inductor_cache_goes_beside_the_checkpoint_unless_set(tmp_path, monkeypatch):
