@@ -23,8 +23,11 @@ ENGINE_HELP = (
 GATE_HELP = "Images for the accuracy gate (default: the run's validation split, else synthetic images)."
 
 
-def check_engine(engine: str | None, device: str) -> None:
-    """Refuse, before anything loads, an engine that is not one or cannot run on this device (exit 2)."""
+def check_engine(engine: str | None, device: str, gate_images: Path | None = None) -> None:
+    """Refuse, before anything loads, an engine that is not one or cannot run on this device, and a gate folder that
+    is not one (exit 2)."""
+    if gate_images is not None and not Path(gate_images).is_dir():
+        raise ConfigError(f"--gate-images {gate_images} is not a folder", hint="give a folder of images (JPEG, PNG)")
     if engine is None or engine == "auto":
         return
     from gpukit.serve.engines import ENGINES, require_engine
@@ -42,7 +45,7 @@ def build(
     """The runner of ``engine`` (built, gated, chosen: ``gpukit.serve.choose``)."""
     from gpukit.serve.choose import EngineSpec, build_runner
 
-    check_engine(engine, device)
+    check_engine(engine, device, gate_images)
     if amp not in ("off", "bf16"):
         raise ConfigError("--amp must be off or bf16")
     if max_batch < 1:

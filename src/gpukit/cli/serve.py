@@ -78,7 +78,7 @@ def _serve_command(
     from gpukit.serve.model import model_info
 
     model_info(model)  # a bad path fails here, before any process starts
-    check_engine(engine, device)  # and an engine that cannot run here
+    check_engine(engine, device, gate_images)  # and an engine that cannot run here
 
     def started(s: Started) -> None:
         out = render.err_console

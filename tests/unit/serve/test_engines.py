@@ -200,6 +200,8 @@ def test_cli_refuses_a_bad_engine_and_an_empty_export(tmp_path, run_cli):
     assert r.exit_code == 2 and "is not an engine" in r.stderr
     r = run_cli("export", str(model))
     assert r.exit_code == 2 and "error: nothing to export" in r.stderr and "hint: give --onnx" in r.stderr
+    r = run_cli("serve", str(model), "--gate-images", str(tmp_path / "nowhere"))
+    assert r.exit_code == 2 and "is not a folder" in " ".join(r.stderr.split()) and "Traceback" not in r.stderr
 
 
 def test_predict_with_an_engine_gives_the_eager_answers(tmp_path, run_cli, broken_compile):
