@@ -224,6 +224,8 @@ def gpukit_server(model: Path, device: str, workers: int, max_batch: int, bf16: 
         "--quiet",
         "--decode",
         decode,
+        "--engine",  # the runs measured before issue 27's engines: auto (the CUDA default) would compile at start
+        os.environ.get("GPUKIT_SERVE_ENGINE", "eager"),
     ] + (["--amp", "bf16"] if bf16 else [])
     name = f"gpukit-w{workers}-b{max_batch}-{decode}"
     return Server(name, cmd, f"http://127.0.0.1:{port}/readyz", f"http://127.0.0.1:{port}/v1/predict")

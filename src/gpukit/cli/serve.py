@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from gpukit.cli import render
+from gpukit.cli.engine import check_engine, engine_lines, engine_option, gate_option
 from gpukit.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ def _serve_command(
     amp: str = typer.Option("off", "--amp", help="off (the same numbers as `gpukit predict`) or bf16 (CUDA)."),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs", help="One CUDA graph per batch size."),
     decode: str = typer.Option("pil", "--decode", help="pil (HTTP processes) or nvjpeg (per batch, on the GPU)."),
+    engine: str | None = engine_option(),
+    gate_images: Path | None = gate_option(),
     quiet: bool = typer.Option(False, "--quiet", help="No once-a-second throughput line."),
 ) -> int:
     """Serve the trained model over HTTP: POST /v1/predict, /metrics, /docs, an upload page at /."""
@@ -68,11 +71,14 @@ def _serve_command(
         amp=amp,
         cuda_graphs=cuda_graphs,
         decode=decode,
+        engine=engine,
+        gate_images=gate_images,
     )
     config.validate()
     from gpukit.serve.model import model_info
 
     model_info(model)  # a bad path fails here, before any process starts
+    check_engine(engine, device, gate_images)  # and an engine that cannot run here
 
     def started(s: Started) -> None:
         out = render.err_console
@@ -83,6 +89,8 @@ def _serve_command(
             soft_wrap=True,
             markup=False,  # class names are the user's own text: "[bold]b" must print as it is
         )
+        for line in engine_lines(s.engine) if s.engine else []:
+            out.print(line, soft_wrap=True, markup=False)
         out.print(
             f"batching: max {s.max_batch}, wait {s.max_wait_ms:g} ms, queue {s.queue_size}; "
             f"HTTP processes {s.workers}; API key {s.api_key}",

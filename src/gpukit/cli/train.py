@@ -13,6 +13,7 @@ import typer
 from rich.markup import escape
 
 from gpukit.cli import render, skip_teardown
+from gpukit.cli.engine import ENGINE_HELP, GATE_HELP, build, engine_lines
 from gpukit.errors import ConfigError
 
 MODEL_HELP = "small-cnn (default: conv stages, global pooling), seed-cnn (the article's network), resnet18/34/50."
@@ -255,13 +256,26 @@ def _predict_command(
     batch_size: int = typer.Option(256, "--batch-size", help="Images per forward pass."),
     as_json: bool = typer.Option(False, "--json", help="A JSON list of rows: path, label, probability, scores."),
     as_csv: bool = typer.Option(False, "--csv", help="CSV rows: path, label, probability."),
+    engine: str | None = typer.Option(
+        None,
+        "--engine",
+        help="Default: fp32 eager, the numbers validation gave. " + ENGINE_HELP.split("; default")[0] + ".",
+    ),
+    amp: str = typer.Option("off", "--amp", help="With --engine: off (fp32) or bf16 (autocast on CUDA)."),
+    gate_images: Path | None = typer.Option(None, "--gate-images", help=GATE_HELP),
 ) -> int:
     """Label every image with the trained model (two classes: ≥ 0.5 → the second class, as in the seed)."""
     from gpukit.train.predict import predict
 
     if as_json and as_csv:
         raise ConfigError("choose one of --json and --csv")
-    rows, skipped = predict(model, inputs, device=device, batch_size=batch_size)
+    forward = None
+    if engine is not None:  # built, gated and chosen as `gpukit serve` does it; what it chose goes to stderr
+        runner, choice = build(model, device, engine, amp, batch_size, gate_images)
+        forward = runner
+        for line in engine_lines(choice.to_dict()):
+            render.err_console.print(line, soft_wrap=True, markup=False)
+    rows, skipped = predict(model, inputs, device=device, batch_size=batch_size, forward=forward)
     if as_json:
         render.print_json(rows)  # a list of rows: path, label, probability, scores; skipped files go to stderr
     elif as_csv:
@@ -280,13 +294,34 @@ def _predict_command(
 
 def _export_command(
     model: Path = typer.Argument(..., help="A run folder, or a checkpoint's .json / .safetensors."),
-    onnx: Path = typer.Option(..., "--onnx", help="Write ONNX here; checked against torch with onnxruntime."),
+    onnx: Path | None = typer.Option(None, "--onnx", help="Write ONNX here; checked against torch with onnxruntime."),
     opset: int = typer.Option(17, "--opset", help="ONNX opset."),
+    engine: str | None = typer.Option(
+        None,
+        "--engine",
+        help="Build, gate and cache this engine beside the "
+        "checkpoint for `gpukit serve` (" + ENGINE_HELP.split("; default")[0] + ").",
+    ),
+    device: str = typer.Option("auto", "--device", help="With --engine: cpu, cuda or auto (the serving device)."),
+    amp: str = typer.Option("off", "--amp", help="With --engine: off (fp32) or bf16 (autocast on CUDA)."),
+    max_batch: int = typer.Option(64, "--max-batch", help="With --engine: the --max-batch `gpukit serve` will use."),
+    gate_images: Path | None = typer.Option(None, "--gate-images", help=GATE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> int:
-    """Export the trained model to ONNX and check it against torch with onnxruntime."""
+    """Export the trained model to ONNX (checked against torch with onnxruntime), or build its serving engine."""
     from gpukit.train.export import export_onnx
 
+    if onnx is None and engine is None:
+        raise ConfigError("nothing to export", hint="give --onnx FILE, or --engine auto|compile|tensorrt|eager")
+    if engine is not None:
+        _, choice = build(model, device, engine, amp, max_batch, gate_images)
+        if as_json and onnx is None:
+            render.print_json(choice.to_dict())
+        for line in engine_lines(choice.to_dict()):
+            render.err_console.print(line, soft_wrap=True, markup=False)
+        if onnx is None:
+            return 0
+    assert onnx is not None
     result = export_onnx(model, onnx, opset=opset)
     if as_json:
         render.print_json(result)

@@ -62,6 +62,7 @@ def create_app(model: Path | str, config: ServeConfig | None = None) -> Any:
             engine = start_engine(config, core.metrics, on_loaded=lambda runner: setattr(core, "warming", True))
         except Exception as exc:  # readyz and predict report it; healthz stays up so the failure can be seen
             core.load_error = f"{type(exc).__name__}: {exc}"
+            core.load_hint = getattr(exc, "hint", None)
             return
         engines.append(engine)
         core.warming = False
@@ -113,7 +114,10 @@ def build_app(core: Core, on_start: Callable[[], None] | None = None, on_stop: C
     app.add_api_route("/readyz", readyz, methods=["GET"], summary="Ready for traffic (503 while loading or draining)")
     app.add_api_route("/metrics", metrics, methods=["GET"], summary="Prometheus metrics")
     app.add_api_route(
-        "/v1/model", model_route, methods=["GET"], summary="The model served: architecture, classes, image size"
+        "/v1/model",
+        model_route,
+        methods=["GET"],
+        summary="The model served: architecture, classes, image size, engine and its accuracy gate",
     )
     app.add_api_route("/", page, methods=["GET"], include_in_schema=False)
     return app
@@ -198,6 +202,7 @@ async def model_route(request: Request) -> Any:
         "classes": list(info.classes),
         "image_size": info.image_size,
         "api_key": _core(request).api_key is not None,
+        "engine": info.engine,  # the engine chosen, its gate and, under auto, every candidate's speed
     }
     return Response(dumps(doc), 200, media_type="application/json")
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpukit.errors import ConfigError
+from gpukit.serve.engines import ENGINES
 
 __all__ = ["ServeConfig"]
 
@@ -29,6 +30,8 @@ class ServeConfig:
     cuda_graphs: bool = True  # capture one graph per padded batch size on CUDA
     decode: str = "pil"  # pil: Pillow in the HTTP processes; nvjpeg: JPEGs decoded per batch in the model process
     decode_threads: int = 0  # threads decoding images per HTTP process; 0 = chosen from the CPU count
+    engine: str | None = None  # auto, eager, compile, tensorrt (gpukit.serve.engines); None: auto on CUDA, else eager
+    gate_images: Path | None = None  # the accuracy gate's images (else the run's validation split, else synthetic)
 
     def validate(self) -> ServeConfig:
         checks = [
@@ -43,6 +46,7 @@ class ServeConfig:
             (0 <= self.port <= 65535, "--port must be in 0..65535"),
             (self.amp in ("off", "bf16"), "--amp must be off or bf16"),
             (self.decode in ("pil", "nvjpeg"), "--decode must be pil or nvjpeg"),
+            (self.engine in (None, *ENGINES), f"--engine must be one of {', '.join(ENGINES)}"),
             (self.device in ("cpu", "cuda", "auto") or self.device.startswith("cuda:"), "--device: cpu, cuda or auto"),
         ]
         for ok, message in checks:

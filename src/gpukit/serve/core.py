@@ -74,6 +74,7 @@ class Core:
     submitter: Submitter | None = None
     draining: bool = False
     load_error: str | None = None
+    load_hint: str | None = None  # the hint of a gpukit error that stopped the load (an engine that failed its gate)
     warming: bool = False  # loaded, running every batch size once (ready after that)
     model_gone: bool = False  # a worker's model process exited: nothing here can be served again
     in_flight: int = 0

@@ -4,9 +4,10 @@ and the model process of ``--workers N``. Imports torch; the HTTP workers never 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpukit.serve.batcher import Batcher
+from gpukit.serve.choose import EngineChoice, EngineSpec, build_runner
 from gpukit.serve.config import ServeConfig
 from gpukit.serve.decode import warm_decoder
 from gpukit.serve.metrics import Metrics
@@ -27,12 +28,14 @@ class Engine:
 def start_engine(
     config: ServeConfig, metrics: Metrics, on_loaded: Callable[[ModelRunner], None] | None = None
 ) -> Engine:
-    """Load the model (safetensors), run every batch size once (``ModelRunner.warm``), warm the decoders the
-    configuration uses, start the batcher. ``on_loaded`` hears of the runner before its warm-up."""
-    runner = ModelRunner(config.model, config.device, config.max_batch, config.amp, config.cuda_graphs)
-    if on_loaded is not None:
-        on_loaded(runner)
-    runner.warm()
+    """Load the model (safetensors), build, gate and choose its engine (``gpukit.serve.choose``; every batch size
+    runs once through it), warm the decoders the configuration uses, start the batcher. ``on_loaded`` hears of the
+    first runner before its warm-up."""
+    spec = EngineSpec(config.model, config.device, config.engine, config.amp, config.max_batch, config.cuda_graphs,
+                      config.gate_images)  # fmt: skip
+    runner, choice = build_runner(spec, on_loaded)  # warmed at every padded size through the chosen engine
+    runner.info = replace(runner.info, engine=choice.to_dict())
+    metrics.observe_engine(choice.engine, choice.precision, _gate_state(choice), choice.build_s)
     warm_decoder(runner.info.image_size)
     if config.decode == "nvjpeg":
         runner.warm_batch_decoder()
@@ -51,3 +54,9 @@ def start_engine(
     )
     batcher.start()
     return Engine(runner, batcher)
+
+
+def _gate_state(choice: EngineChoice) -> str:
+    if choice.gate is None:
+        return "reference"  # fp32 eager: the gate's own reference
+    return "passed" if choice.gate.passed else "failed"

@@ -69,6 +69,19 @@ class Metrics:
             registry=reg,
             multiprocess_mode="livemax",
         )
+        self.engine = Gauge(
+            "gpukit_engine_info",
+            "The engine serving the model (1), its precision and its accuracy gate (passed, failed, reference)",
+            ["engine", "precision", "gate"],
+            registry=reg,
+            multiprocess_mode="livemax",
+        )
+        self.engine_build = Gauge(
+            "gpukit_engine_build_seconds",
+            "Wall time of building, gating and choosing the engine at start",
+            registry=reg,
+            multiprocess_mode="livemax",
+        )
         self._counters: dict[tuple[str, int], Any] = {}
         self._latencies: dict[str, Any] = {}
         self._stages = {name: self.stage.labels(name) for name in STAGES}
@@ -92,6 +105,10 @@ class Metrics:
         self.queue_depth.set(depth)
         if gpu_memory is not None:
             self.gpu_memory.set(gpu_memory)
+
+    def observe_engine(self, engine: str, precision: str, gate: str, build_s: float) -> None:
+        self.engine.labels(engine, precision, gate).set(1)
+        self.engine_build.set(build_s)
 
     def exposition(self) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest

@@ -10,13 +10,13 @@ kernels (ResNet-50 on an H200: preparing 128 JPEGs took 7.8 ms alone and 18.4 ms
 17.6 and 119 ms; beside a batch-64 forward 4.9 ms against 4.4: ``benchmarks/scripts/serve_pipeline_probe.py``,
 2026-12-01).
 ``cudnn.benchmark`` stays off: it would autotune every new shape under a dynamic batcher (MEASURING.md rule 9).
-On a CPU device batches are not padded: ``warm`` runs the same sizes there, and a batch of another size pays its
-first call once, which costs far less than padding every call (ResNet-18, 64 px, 2 threads: a first batch of 5 took
-14.3 ms, then 10.6-11.0; padded to 8 it would take 14.2 ms every time, and 17 padded to 32 took 42.1 ms against
-19.9-21.4; 2026-12-02). On a CPU device the forward pass gets half the cores' threads: with all
-of them, its OpenMP regions stall whenever one thread loses its core to the event loop or a decode thread (seed CNN,
-batch 1, 2 cores beside a flood of refused uploads: 120-310 ms per forward pass with 2 threads, 0.5-2 ms with 1;
-2026-12-01).
+On a CPU device eager batches are not padded (compiled ones are: ``_padded``): ``warm`` runs the same sizes there,
+and a batch of another size pays its first call once, which costs far less than padding every call (ResNet-18,
+64 px, 2 threads: a first batch of 5 took 14.3 ms, then 10.6-11.0; padded to 8 it would take 14.2 ms every time,
+and 17 padded to 32 took 42.1 ms against 19.9-21.4; 2026-12-02). On a CPU device the forward pass gets half the
+cores' threads: with all of them, its OpenMP regions stall whenever one thread loses its core to the event loop or a
+decode thread (seed CNN, batch 1, 2 cores beside a flood of refused uploads: 120-310 ms per forward pass with 2
+threads, 0.5-2 ms with 1; 2026-12-01).
 
 A batch is served in two steps that the batcher runs on two threads, so they overlap: ``prepare`` (decode, resize,
 stage; ``gpukit.serve.staging``, on its own stream) and ``execute`` (copy out of the staging slot, then per pass:
@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gpukit.serve.engines import engine_net
 from gpukit.serve.staging import Staged, Stager
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["GRAPH_ROWS", "ModelInfo", "ModelRunner", "label_of", "model_info"]
+__all__ = ["GRAPH_ROWS", "ModelInfo", "ModelRunner", "cpu_threads", "label_of", "model_info"]
 
 GRAPH_ROWS = 64  # the most rows one forward pass takes on CUDA (see above)
 
@@ -51,6 +52,7 @@ class ModelInfo:
     classes: tuple[str, ...]
     image_size: int
     source: str
+    engine: dict[str, Any] | None = None  # the chosen engine and its gate (``EngineChoice.to_dict``), once chosen
 
 
 def model_info(path: Path) -> ModelInfo:
@@ -74,6 +76,11 @@ def label_of(row: list[float], classes: tuple[str, ...]) -> tuple[str, float]:
     return classes[best], row[best]
 
 
+def cpu_threads() -> int:
+    """The threads a CPU device's forward pass gets: half the cores (see the module's docstring)."""
+    return max(1, (os.cpu_count() or 1) // 2)
+
+
 def _buckets(max_batch: int) -> list[int]:
     """The padded batch sizes: powers of two up to 16, then every multiple of 16, up to ``max_batch``. (With powers of
     two only, a batch of 40 ran 64 rows and one of 100 ran 64 + 64; now they run 48 and 64 + 48.)"""
@@ -88,7 +95,13 @@ class ModelRunner:
     """``runner(batch)``: uint8 (B,3,S,S) numpy → float32 (B, classes) probabilities numpy. One caller at a time."""
 
     def __init__(
-        self, path: Path, device: str = "auto", max_batch: int = 64, amp: str = "off", cuda_graphs: bool = True
+        self,
+        path: Path,
+        device: str = "auto",
+        max_batch: int = 64,
+        amp: str = "off",
+        cuda_graphs: bool = True,
+        engine: str = "eager",
     ) -> None:
         import torch
 
@@ -108,16 +121,19 @@ class ModelRunner:
         self.buckets = _buckets(self.pass_rows)
         self.graphs: dict[int, Any] = {}
         self.cuda_graphs = cuda_graphs and self.cuda
+        self.engine = engine  # gpukit.serve.engines; a compiled one is specialised to the bucket sizes: CPU pads too
         self.warmup_s = 0.0
         self.warmed: list[int] = []  # the batch sizes run once through prepare + execute (``warm``)
         torch.backends.cudnn.benchmark = False  # never autotune per new batch shape
         if not self.cuda:  # half the cores for the forward pass, the rest for HTTP and decoding (see above)
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))
+            torch.set_num_threads(cpu_threads())
         if self.cuda:
             torch.backends.cudnn.allow_tf32 = True
             torch.backends.cuda.matmul.allow_tf32 = True
             if loaded.model.startswith("resnet"):
                 self.net = self.net.to(memory_format=torch.channels_last)
+        self.net = engine_net(self.net, engine, self.cuda, len(self.buckets), Path(loaded.source))
+        if self.cuda:
             s = loaded.image_size
             self.exec_stream = torch.cuda.Stream(device=self.device)
             self.batch_in = torch.zeros((max_batch, 3, s, s), dtype=torch.uint8, device=self.device)
@@ -211,7 +227,7 @@ class ModelRunner:
         n = staged.n
         with torch.inference_mode():
             if not self.cuda:
-                return self._forward(staged.x[:n]).numpy(), staged.errors
+                return self._forward(self._padded(staged.x[:n]))[:n].numpy(), staged.errors
             with torch.cuda.stream(self.exec_stream):
                 self.exec_stream.wait_event(staged.slot.ready)  # the staging stream's writes are done
                 self.batch_in[:n].copy_(staged.x[:n])
@@ -223,6 +239,30 @@ class ModelRunner:
                     self.result[start : start + rows].copy_(out[:rows])
                 probs = self.result[:n].cpu().numpy()  # the one sync point: results back to the host
                 return np.asarray(probs), staged.errors
+
+    def _padded(self, x: torch.Tensor) -> torch.Tensor:
+        """A CPU batch as it runs: unpadded on eager (see the module's docstring), padded with zero rows up to its
+        bucket on a compiled engine, which would otherwise compile again (seconds) for every new batch size."""
+        import torch
+
+        n = int(x.shape[0])
+        if self.engine == "eager" or n in self.buckets:
+            return x
+        bucket = next(b for b in self.buckets if b >= n)
+        return torch.cat([x, x.new_zeros((bucket - n, *x.shape[1:]))])
+
+    def run_rows(self, n: int) -> None:
+        """One forward pass of ``n`` rows (a bucket size) of whatever the static input holds, for timing the model
+        alone; on CUDA queued on ``exec_stream`` (the caller synchronizes)."""
+        import torch
+
+        with torch.inference_mode():
+            if not self.cuda:
+                s = self.info.image_size
+                self._forward(torch.zeros((n, 3, s, s), dtype=torch.uint8))
+                return
+            with torch.cuda.stream(self.exec_stream):
+                self._run_static(n)
 
     def _run_static(self, n: int) -> torch.Tensor:
         """Forward the first ``n`` rows of ``static_in`` (graph replay of the smallest bucket that holds them), on

@@ -50,6 +50,7 @@ class Started:
     queue_size: int
     api_key: str  # "on (GPUKIT_KEY)", "off", or "missing: …"
     warmup_s: float
+    engine: dict[str, Any] | None = None  # ``EngineChoice.to_dict()``: the engine serving, its gate, why it won
 
 
 @dataclass
@@ -143,7 +144,7 @@ def _run_one(
         stop.set()
         sock.close()
     if core.load_error:
-        raise ServeError(f"the model could not be loaded: {core.load_error}")
+        raise ServeError(f"the model could not be loaded: {core.load_error}", hint=core.load_hint)
     return Stopped.of(core, server.connection_stats)
 
 
@@ -162,6 +163,7 @@ def _started(
         config.queue_size,
         key_state,
         warmup_s,
+        info.engine,
     )
 
 

@@ -9,10 +9,12 @@ folders sort alphabetically), else the first. ``probability`` is that of the lab
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from gpukit.errors import ConfigError
 from gpukit.train.data import IMAGE_SUFFIXES, decode_paths, scan_images
@@ -104,9 +106,15 @@ def probabilities(logits: torch.Tensor) -> torch.Tensor:
 
 
 def predict(
-    model_path: Path, inputs: Sequence[Path], device: str = "auto", batch_size: int = 256
+    model_path: Path,
+    inputs: Sequence[Path],
+    device: str = "auto",
+    batch_size: int = 256,
+    forward: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[list[Prediction], list[tuple[str, str]]]:
-    """Predict every image; returns predictions and the (path, reason) of files that could not be read."""
+    """Predict every image; returns predictions and the (path, reason) of files that could not be read.
+    ``forward``: uint8 (B,3,S,S) → probabilities (B, classes), B ≤ ``batch_size``, instead of the fp32 network
+    (`gpukit predict --engine`: a gated engine built by ``gpukit.serve.choose``, on its own device)."""
     import torch
 
     from gpukit.train.augment import to_float
@@ -115,7 +123,7 @@ def predict(
 
     if batch_size < 1:
         raise ConfigError("--batch-size must be at least 1")
-    dev = resolve_device(device)
+    dev = resolve_device(device) if forward is None else "cpu"  # with ``forward``: the classes and size only
     loaded = load_model(model_path, dev)
     files = collect_inputs(inputs)
     non_images = [(f, "not an image (by suffix)") for f in files if Path(f).suffix.lower() not in IMAGE_SUFFIXES]
@@ -124,8 +132,11 @@ def predict(
     out: list[Prediction] = []
     with torch.no_grad(), fp32_math(torch.device(dev)):  # the arithmetic validation used (evaluate.py)
         for lo in range(0, len(ok), batch_size):
-            x = to_float(torch.from_numpy(images[lo : lo + batch_size]).to(dev))
-            probs = probabilities(loaded.net(x)).cpu()  # one copy back per batch
+            if forward is not None:
+                probs = torch.from_numpy(np.asarray(forward(images[lo : lo + batch_size])))
+            else:
+                x = to_float(torch.from_numpy(images[lo : lo + batch_size]).to(dev))
+                probs = probabilities(loaded.net(x)).cpu()  # one copy back per batch
             for row, i in zip(probs.tolist(), ok[lo : lo + batch_size], strict=True):
                 best = max(range(len(row)), key=row.__getitem__)
                 if len(row) == 2:  # the seed's rule, ≥ 0.5 → the second class (ties go to it, as in the seed)
