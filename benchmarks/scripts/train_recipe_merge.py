@@ -61,13 +61,14 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--stem", required=True)
     ap.add_argument("--previous", type=Path, default=None)
+    ap.add_argument("--previous-label", default="first small-cnn (H200 run 2)", help="the --previous column's title")
     args = ap.parse_args()
     docs = [json.loads(p.read_text()) for p in args.files]
     sets = runs_by_set(docs)
     prev = previous_accuracies(args.previous)
     order = {name: i for i, name in enumerate(DATASETS)}
     lines = ["| data set | training images | held-out n | held-out acc (seed: acc) | mean | worst | ≥ 95 % every seed? "
-             "| wall s per seed | train s | validate s | epochs | < 5 min? | first small-cnn (H200 run 2) |",
+             f"| wall s per seed | train s | validate s | epochs | < 5 min? | {args.previous_label} |",
              "| --- | ---: | ---: | --- | ---: | ---: | --- | --- | --- | --- | ---: | --- | --- |"]  # fmt: skip
     lines += [line(name, sets[name], prev.get(name)) for name in sorted(sets, key=lambda n: order.get(n, 99))]
     merged = {"sets": sets, "previous": prev, "sources": [str(p) for p in args.files]}

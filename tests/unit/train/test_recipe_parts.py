@@ -43,10 +43,13 @@ def test_the_crop_and_shift_move_and_scale_the_window_inside_their_ranges() -> N
     w, h = theta[:, 0, 0], theta[:, 1, 1]  # half-widths of the sampled window (no shear or rotation)
     assert theta[:, 0, 1].abs().max() == 0 and theta[:, 1, 0].abs().max() == 0
     area = w * h
-    assert area.min() >= 0.5 * 0.999 and area.max() <= 1.0 + 1e-6 and area.min() < 0.55
+    # log-uniform in [crop, 1/crop]: zoomed in as often and as far as out, so object sizes keep their distribution
+    assert area.min() >= 0.5 * 0.999 and area.max() <= 2.0 * 1.001 and area.min() < 0.55 and area.max() > 1.8
+    assert abs(float(area.log().mean())) < 0.02 and abs(float((area > 1).float().mean()) - 0.5) < 0.03
     assert (w / h).min() >= 0.75 - 1e-4 and (w / h).max() <= 4 / 3 + 1e-4
-    # the window stays inside the image, give or take the shift (±10 % of the side: ±0.2 in [-1, 1] units)
-    assert bool(((theta[:, 0, 2].abs() + w) <= 1 + 0.2 + 1e-5).all()) and theta[:, 0, 2].abs().max() > 0.3
+    # a smaller window stays inside the image and a larger one holds it, give or take the shift (±10 % of the
+    # side: ±0.2 in [-1, 1] units)
+    assert bool(((theta[:, 0, 2].abs() - (1 - w).abs()) <= 0.2 + 1e-5).all()) and theta[:, 0, 2].abs().max() > 0.3
     # a dot in the middle lands elsewhere: the object moves
     x = torch.zeros(8, 3, 32, 32, dtype=torch.uint8)
     x[:, :, 15:17, 15:17] = 255
