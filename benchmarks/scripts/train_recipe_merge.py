@@ -2,7 +2,8 @@
 
 Each input is a ``json/train-recipe_*.json`` that `train_recipe.py` wrote; the rows of one (data set, recipe) from
 all files are joined, seed by seed. ``--previous`` adds the first small-cnn's held-out accuracies (the default
-before the full-resolution stage) from another result file, e.g. the H200 run 2, beside the new ones.
+before the full-resolution stage) from another result file, e.g. the H200 run 2, or an earlier merged file,
+beside the new ones (``--previous-label`` names that column).
 
     python benchmarks/scripts/train_recipe_merge.py --out benchmarks --stem train-recipe_cpu_2026-12-02 \
         --previous benchmarks/json/train-recipe_h200_2026-12-01-run2.json RUN1.json RUN2.json ...
@@ -51,8 +52,9 @@ def line(name: str, runs: list[dict], previous: list[float] | None) -> str:
 def previous_accuracies(path: Path | None) -> dict[str, list[float]]:
     if path is None:
         return {}
-    return {name: [r["heldout_accuracy_best"] for r in runs if "error" not in r]
-            for name, runs in runs_by_set([json.loads(path.read_text())]).items()}  # fmt: skip
+    doc = json.loads(path.read_text())
+    sets = doc["sets"] if "sets" in doc else runs_by_set([doc])  # a merged file (this script's) or one run's
+    return {name: [r["heldout_accuracy_best"] for r in runs if "error" not in r] for name, runs in sets.items()}
 
 
 def main() -> int:
@@ -61,13 +63,14 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--stem", required=True)
     ap.add_argument("--previous", type=Path, default=None)
+    ap.add_argument("--previous-label", default="first small-cnn (H200 run 2)", help="the --previous column's title")
     args = ap.parse_args()
     docs = [json.loads(p.read_text()) for p in args.files]
     sets = runs_by_set(docs)
     prev = previous_accuracies(args.previous)
     order = {name: i for i, name in enumerate(DATASETS)}
     lines = ["| data set | training images | held-out n | held-out acc (seed: acc) | mean | worst | ≥ 95 % every seed? "
-             "| wall s per seed | train s | validate s | epochs | < 5 min? | first small-cnn (H200 run 2) |",
+             f"| wall s per seed | train s | validate s | epochs | < 5 min? | {args.previous_label} |",
              "| --- | ---: | ---: | --- | ---: | ---: | --- | --- | --- | --- | ---: | --- | --- |"]  # fmt: skip
     lines += [line(name, sets[name], prev.get(name)) for name in sorted(sets, key=lambda n: order.get(n, 99))]
     merged = {"sets": sets, "previous": prev, "sources": [str(p) for p in args.files]}

@@ -149,7 +149,7 @@ def _train_command(
     colour: float | None = typer.Option(None, "--colour", help="Brightness factor range [1-c, 1+c] (0.3)."),
     contrast: float | None = typer.Option(None, "--contrast", help="Contrast factor range [1-c, 1+c] (0.3)."),
     saturation: float | None = typer.Option(None, "--saturation", help="Saturation factor range [1-c, 1+c] (0.3)."),
-    crop: float | None = typer.Option(None, "--crop", help="Random resized crop: least area share kept (0.8; 1: off)."),
+    crop: float | None = typer.Option(None, "--crop", help="Random crop: window area share in [c, 1/c] (0.8; 1: off)."),
     shift: float | None = typer.Option(None, "--shift", help="Random shift: up to this share of the side (0.1)."),
     min_steps: int = typer.Option(1200, "--min-steps", help="At least this many optimizer steps (adds epochs)."),
     schedule: str = typer.Option("cosine", "--schedule", help="Learning rate: cosine, one-cycle or constant."),

@@ -43,16 +43,35 @@ def test_the_crop_and_shift_move_and_scale_the_window_inside_their_ranges() -> N
     w, h = theta[:, 0, 0], theta[:, 1, 1]  # half-widths of the sampled window (no shear or rotation)
     assert theta[:, 0, 1].abs().max() == 0 and theta[:, 1, 0].abs().max() == 0
     area = w * h
-    assert area.min() >= 0.5 * 0.999 and area.max() <= 1.0 + 1e-6 and area.min() < 0.55
+    # log-uniform in [crop, 1/crop]: zoomed in as often and as far as out, so object sizes keep their distribution
+    assert area.min() >= 0.5 * 0.999 and area.max() <= 2.0 * 1.001 and area.min() < 0.55 and area.max() > 1.8
+    assert abs(float(area.log().mean())) < 0.02 and abs(float((area > 1).float().mean()) - 0.5) < 0.03
     assert (w / h).min() >= 0.75 - 1e-4 and (w / h).max() <= 4 / 3 + 1e-4
-    # the window stays inside the image, give or take the shift (±10 % of the side: ±0.2 in [-1, 1] units)
-    assert bool(((theta[:, 0, 2].abs() + w) <= 1 + 0.2 + 1e-5).all()) and theta[:, 0, 2].abs().max() > 0.3
+    # a smaller window stays inside the image and a larger one holds it, give or take the shift (±10 % of the
+    # side: ±0.2 in [-1, 1] units)
+    assert bool(((theta[:, 0, 2].abs() - (1 - w).abs()) <= 0.2 + 1e-5).all()) and theta[:, 0, 2].abs().max() > 0.3
     # a dot in the middle lands elsewhere: the object moves
     x = torch.zeros(8, 3, 32, 32, dtype=torch.uint8)
     x[:, :, 15:17, 15:17] = 255
     out = apply_affine(x, theta[:8])
     where = torch.stack([(out[i, 0] == out[i, 0].max()).nonzero().float().mean(0) for i in range(8)])
     assert where.std(0).min() > 0.5
+
+
+def test_the_default_crop_keeps_object_sizes_as_the_data_has_them() -> None:
+    """Issue 23: a crop that only zoomed in (80-100 % of the area) showed every object about 12 % larger in area than
+    the data holds it, and the smallest objects at test time fell outside what the net trained on. The window's
+    area is log-uniform in [crop, 1/crop], so a small square comes out as often smaller as larger, and on average
+    its own size."""
+    x = torch.zeros(2000, 3, 48, 48, dtype=torch.uint8)
+    x[:, :, 20:28, 20:28] = 255  # an 8x8 square in the middle: the shift cannot move it out
+    theta = draw_thetas(
+        len(x), recipe("default", colour=0.0, contrast=0.0, saturation=0.0), torch.Generator().manual_seed(4)
+    )
+    ratio = apply_affine(x, theta)[:, 0].sum((1, 2)) / 64.0  # the square's area out / in
+    assert abs(float(ratio.log().mean())) < 0.02
+    assert 0.45 < float((ratio > 1).float().mean()) < 0.55
+    assert float(ratio.min()) < 0.85 and float(ratio.max()) > 1.15
 
 
 def test_rotation_and_colour_knobs() -> None:
