@@ -54,6 +54,7 @@ def test_manifests_validate_against_the_kubernetes_schemas(run_cli, model, tmp_p
     (c,) = pod["containers"]
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "2"
     assert c["startupProbe"]["httpGet"]["path"] == "/readyz" and c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] == 30 * 60  # a GPU: compile
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert c["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", str(PRESTOP_S)]
     timeout = float(c["args"][c["args"].index("--timeout-s") + 1])
@@ -173,6 +174,7 @@ def test_cpu_pods_get_a_cpu_image_and_no_gpu_text(run_cli, model, tmp_path):
     assert "tolerations" not in pod and "nvidia.com/gpu" not in c["resources"]["limits"]
     assert c["args"][c["args"].index("--device") + 1] == "cpu"
     assert c["resources"]["requests"] == {"cpu": "4", "memory": "4Gi"}  # sized for CPU inference, not 8 / 16Gi
+    assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] == 5 * 60  # eager: no compile
     assert "requests 4 CPUs and 4Gi" in readme
 
 
