@@ -16,21 +16,9 @@ if not torch.cuda.is_available():
 
 from gpukit.serve.choose import EngineSpec, build_runner  # noqa: E402
 from gpukit.serve.engines import compile_unavailable  # noqa: E402
-from gpukit.train import checkpoint  # noqa: E402
-from gpukit.train.models import build_model  # noqa: E402
 
 if compile_unavailable(True):
     pytest.skip(f"compile: {compile_unavailable(True)}", allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("m")
-    torch.manual_seed(0)
-    net = build_model("resnet18", 64, 3)
-    checkpoint.save(folder, "best", {f"model.{k}": v for k, v in net.state_dict().items()},
-                    {"model": "resnet18", "classes": ["a", "b", "c"], "image_size": 64})  # fmt: skip
-    return folder
 
 
 def test_compile_bf16_passes_the_gate_and_replays_graphs(ckpt: Path) -> None:

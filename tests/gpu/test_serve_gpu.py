@@ -15,18 +15,6 @@ if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
 from gpukit.serve.model import GRAPH_ROWS, ModelRunner  # noqa: E402
-from gpukit.train import checkpoint  # noqa: E402
-from gpukit.train.models import build_model  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("m")
-    torch.manual_seed(0)
-    net = build_model("resnet18", 64, 3)
-    checkpoint.save(folder, "best", {f"model.{k}": v for k, v in net.state_dict().items()},
-                    {"model": "resnet18", "classes": ["a", "b", "c"], "image_size": 64})  # fmt: skip
-    return folder
 
 
 def test_a_batch_of_several_passes_matches_one_eager_pass(ckpt: Path) -> None:
