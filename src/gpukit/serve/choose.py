@@ -32,9 +32,14 @@ from gpukit.serve.gate import (
 )
 from gpukit.serve.model import ModelRunner
 
-__all__ = ["TIME_S", "Candidate", "EngineChoice", "EngineSpec", "build_runner", "choose"]
+__all__ = ["DEFAULT_ENGINE", "TIME_S", "Candidate", "EngineChoice", "EngineSpec", "build_runner", "choose"]
 
 TIME_S = 0.5  # seconds of timed forward passes per candidate (after its warm-up)
+# The engine when none is asked for, on every device. Not auto: on the H200 compile (max-autotune) ran ResNet-50 bf16
+# 1.39x eager with CUDA graphs at batch 64, but compiling that one batch size took 266 s on a 16-core host, and a
+# server compiles every padded size before it is ready (8 at --max-batch 64): half an hour at a first start
+# (benchmarks/serve-engine_h200_2026-12-02.md). On a CPU compile also costs more at start than it gains.
+DEFAULT_ENGINE = "eager"
 
 
 @dataclass
@@ -43,7 +48,7 @@ class EngineSpec:
 
     model: Path  # a run folder or a checkpoint's .json / .safetensors
     device: str = "auto"
-    engine: str | None = None  # None: auto on CUDA, eager on a CPU (compiling there costs more than it gains)
+    engine: str | None = None  # None: eager (compile and auto are asked for: see ``DEFAULT_ENGINE``)
     amp: str = "off"
     max_batch: int = 64
     cuda_graphs: bool = True
@@ -63,7 +68,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class EngineChoice:
-    requested: str  # what was asked for (the default resolved: auto on CUDA, eager on a CPU)
+    requested: str  # what was asked for (the default resolved: eager)
     engine: str
     precision: str  # fp32 or bf16
     reason: str
@@ -148,7 +153,7 @@ def build_runner(
 
     t0 = time.perf_counter()
     device, checkpoint = resolve_device(spec.device), resolve_checkpoint(spec.model)
-    spec = replace(spec, engine=spec.engine or ("auto" if device.startswith("cuda") else "eager"))
+    spec = replace(spec, engine=spec.engine or DEFAULT_ENGINE)
     names, notes = _candidates(spec, device.startswith("cuda"))
     precision = _precision(spec.amp, device)
     if names == ["eager"] and precision == "fp32":  # the reference itself: nothing to gate or choose

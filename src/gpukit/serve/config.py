@@ -30,7 +30,7 @@ class ServeConfig:
     cuda_graphs: bool = True  # capture one graph per padded batch size on CUDA
     decode: str = "pil"  # pil: Pillow in the HTTP processes; nvjpeg: JPEGs decoded per batch in the model process
     decode_threads: int = 0  # threads decoding images per HTTP process; 0 = chosen from the CPU count
-    engine: str | None = None  # auto, eager, compile, tensorrt (gpukit.serve.engines); None: auto on CUDA, else eager
+    engine: str | None = None  # auto, eager, compile, tensorrt (gpukit.serve.engines); None: eager
     gate_images: Path | None = None  # the accuracy gate's images (else the run's validation split, else synthetic)
 
     def validate(self) -> ServeConfig:

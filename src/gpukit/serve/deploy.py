@@ -163,8 +163,7 @@ def _meta(spec: DeploySpec, name: str | None = None) -> dict[str, Any]:
     return meta
 
 
-STARTUP_PROBES_CPU = 60  # × 5 s: 5 minutes
-STARTUP_PROBES_GPU = 360  # × 5 s: 30 minutes (the compile of `--engine auto`, then cached beside a writable model)
+STARTUP_PROBES = 60  # × 5 s: 5 minutes (the default engine, eager, compiles nothing)
 
 
 def _container(spec: DeploySpec) -> dict[str, Any]:
@@ -198,13 +197,12 @@ def _container(spec: DeploySpec) -> dict[str, Any]:
         "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "TMPDIR", "value": "/tmp"}],
         "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": limits},
-        # startup: up to 5 minutes to load and warm the model before liveness counts; on a GPU 30, since the
-        # default engine there (auto) compiles every batch size at its first start, which was not timed on a GPU
+        # startup: up to 5 minutes to load and warm the model (every padded batch size) before liveness counts
         "startupProbe": {
             **probe,
             "httpGet": {"path": "/readyz", "port": "http"},
             "periodSeconds": 5,
-            "failureThreshold": STARTUP_PROBES_GPU if spec.gpus else STARTUP_PROBES_CPU,
+            "failureThreshold": STARTUP_PROBES,
         },
         "readinessProbe": {
             "httpGet": {"path": "/readyz", "port": "http"},

@@ -95,6 +95,18 @@ def test_auto_gates_a_broken_engine_out_and_serves_eager(tmp_path, broken_compil
     assert choice.gate is None and runner.warmed == [1, 2, 4]  # fp32 eager: the reference; warm at every size
 
 
+def test_no_engine_asked_for_builds_eager_alone_even_on_a_gpu(tmp_path, broken_compile, monkeypatch):
+    # compile needs minutes a batch size on a GPU (docs/serve.md): it is never built unless asked for; "cuda" is only
+    # the resolved name here, the runner itself is built on the CPU
+    monkeypatch.setattr("gpukit.train.distributed.resolve_device", lambda device: "cuda" if device == "gpu" else device)
+    real = build_runner.__globals__["_warmed"]
+    monkeypatch.setattr("gpukit.serve.choose._warmed", lambda spec, device, engine, on_loaded: real(
+        spec, "cpu", engine, on_loaded))
+    runner, choice = build_runner(EngineSpec(make_checkpoint(tmp_path / "run"), "gpu", None, max_batch=4))
+    assert (choice.requested, choice.engine, runner.engine, choice.candidates) == ("eager", "eager", "eager", ())
+    assert broken_compile == ["eager"] and choice.gate is None  # fp32 eager: the reference, nothing else built
+
+
 def test_an_engine_asked_for_by_name_that_fails_the_gate_is_an_error(tmp_path, broken_compile):
     with pytest.raises(CheckFailed, match="failed the accuracy gate") as info:
         build_runner(EngineSpec(make_checkpoint(tmp_path / "run"), "cpu", "compile", max_batch=2))
