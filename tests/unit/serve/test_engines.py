@@ -99,9 +99,10 @@ def test_no_engine_asked_for_builds_eager_alone_even_on_a_gpu(tmp_path, broken_c
     # compile needs minutes a batch size on a GPU (docs/serve.md): it is never built unless asked for; "cuda" is only
     # the resolved name here, the runner itself is built on the CPU
     monkeypatch.setattr("gpukit.train.distributed.resolve_device", lambda device: "cuda" if device == "gpu" else device)
-    real = build_runner.__globals__["_warmed"]
-    monkeypatch.setattr("gpukit.serve.choose._warmed", lambda spec, device, engine, on_loaded: real(
-        spec, "cpu", engine, on_loaded))
+    from gpukit.serve import choose as chooser
+
+    real = chooser._warmed
+    monkeypatch.setattr(chooser, "_warmed", lambda spec, _device, engine, seen: real(spec, "cpu", engine, seen))
     runner, choice = build_runner(EngineSpec(make_checkpoint(tmp_path / "run"), "gpu", None, max_batch=4))
     assert (choice.requested, choice.engine, runner.engine, choice.candidates) == ("eager", "eager", "eager", ())
     assert broken_compile == ["eager"] and choice.gate is None  # fp32 eager: the reference, nothing else built
