@@ -24,12 +24,9 @@ for which in ("best", "last"):
     ok = {r.path: Path(r.path).parent.name == r.label for r in rows}
     out[which] = round(sum(ok.values()) / len(ok), 4)
     if which == "best":
-        r = np.load(Path(D) / "held_r.npy"); n = len(r) // 2
-        # file i of class c was image index i of the set: radius by index
-        rad = {}
-        for p in ok: rad[p] = r[int(Path(p).stem)]
+        r = np.load(Path(D) / "held_r.npy")  # file NNNNN.png is image NNNNN of the set: its radius by index
         q = np.quantile(r, 0.25)
-        small = [ok[p] for p in ok if rad[p] <= q]
+        small = [hit for p, hit in ok.items() if r[int(Path(p).stem)] <= q]
         out["smallq"] = round(sum(small) / len(small), 3)
         for c in ("square", "triangle"):
             v = [ok[p] for p in ok if Path(p).parent.name == c]; out[c] = round(sum(v) / len(v), 3)
