@@ -28,7 +28,7 @@ nproc > "$OUT/nproc.txt"
 PARTS=",${PARTS:-engine},"
 if [[ "$PARTS" == *,engine,* ]]; then
   mkdir -p "$OUT/engine"
-  PYTHONPATH="$SRC${PYTHONPATH:+:$PYTHONPATH}" timeout 420 python3 benchmarks/scripts/serve_engine_probe.py \
+  PYTHONPATH="$SRC${PYTHONPATH:+:$PYTHONPATH}" timeout "${PROBE_S:-420}" python3 benchmarks/scripts/serve_engine_probe.py ${PROBE_ARGS:-} \
     --out "$OUT/engine" 2>&1 | tee "$OUT/engine/probe.log" || echo "probe exit $?" >> "$OUT/engine/probe.log"
   PYTHONPATH="$SRC${PYTHONPATH:+:$PYTHONPATH}" timeout 60 python3 -m pytest -q tests/gpu/test_serve_engine_gpu.py \
     > "$OUT/engine/gpu_tests.log" 2>&1 || true

@@ -101,15 +101,16 @@ def forward_of(net: Any) -> Any:
     return fn
 
 
-def alone(model: Path, device: str, results: dict[str, Any], save: Any) -> None:
+def alone(model: Path, device: str, results: dict[str, Any], save: Any, modes: list[str]) -> None:
+    """Eager, eager + graph, then each inductor mode + graph (``default``: no autotuning), at batch 64 and 256;
+    each compile timed (a fresh inductor cache per mode: the checkpoint's own ``.gpukit-engine`` folder is not used)."""
     import torch
 
-    from gpukit.serve.engines import engine_net
+    from gpukit.serve import engines
     from gpukit.train.predict import load_model
 
     torch.backends.cudnn.benchmark = False
     net = load_model(model, device).net.to(memory_format=torch.channels_last).requires_grad_(False)
-    compiled = engine_net(net, "compile", True, 2, model / "best.json")
     table = results.setdefault("alone_img_per_s", {})
     for b in (64, 256):
         x = torch.randint(0, 256, (b, 3, 224, 224), dtype=torch.uint8, device=device)
@@ -117,20 +118,32 @@ def alone(model: Path, device: str, results: dict[str, Any], save: Any) -> None:
             table[f"eager_b{b}"] = samples(lambda x=x: forward_of(net)(x), b)
         table[f"eager+graph_b{b}"] = time_graph(forward_of(net), x)
         save()
-        t0 = time.perf_counter()
-        with torch.inference_mode():
-            forward_of(compiled)(x)
-            torch.cuda.synchronize()
-        results.setdefault("compile_s", {})[f"b{b}"] = time.perf_counter() - t0
-        table[f"compile+graph_b{b}"] = time_graph(forward_of(compiled), x)
-        save()
-        say(f"batch {b}: " + ", ".join(f"{k} {v:,.0f}" for k, v in table.items() if k.endswith(f"_b{b}")))
+    for mode in modes:
+        torch._dynamo.reset()
+        engines.CUDA_MODE = None if mode == "default" else mode
+        compiled = engines.engine_net(net, "compile", True, 2, None)
+        name = "compile+graph" if mode == "max-autotune-no-cudagraphs" else f"compile-{mode}+graph"
+        for b in (64, 256):
+            x = torch.randint(0, 256, (b, 3, 224, 224), dtype=torch.uint8, device=device)
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                forward_of(compiled)(x)
+                torch.cuda.synchronize()
+            results.setdefault("compile_s", {})[f"{name}_b{b}"] = time.perf_counter() - t0
+            table[f"{name}_b{b}"] = time_graph(forward_of(compiled), x)
+            save()
+            say(f"{name} batch {b}: {table[f'{name}_b{b}']:,.0f} img/s, compiled in "
+                f"{results['compile_s'][f'{name}_b{b}']:.0f} s")  # fmt: skip
 
 
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/serve_engine_probe")))
     p.add_argument("--device", default="cuda")
+    p.add_argument("--modes", default="default", help="inductor modes, comma-separated (default: no autotuning)")
+    p.add_argument(
+        "--auto-max-batch", type=int, default=8, help="--max-batch of the builder's gated auto run (0: skip)"
+    )
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     work = Path("/tmp/serve_engine_work")
@@ -146,10 +159,12 @@ def main() -> int:
     results["model"] = how
     save()
     say(f"model: {how}")
-    alone(model, a.device, results, save)
+    alone(model, a.device, results, save, a.modes.split(","))
+    if not a.auto_max_batch:
+        return 0
     from gpukit.serve.choose import EngineSpec, build_runner
 
-    _, choice = build_runner(EngineSpec(model, a.device, "auto", "bf16", max_batch=64, cache=False))
+    _, choice = build_runner(EngineSpec(model, a.device, "auto", "bf16", max_batch=a.auto_max_batch, cache=False))
     results["auto"] = choice.to_dict()
     save()
     say(f"auto: {choice.engine} ({choice.reason}); gate {choice.gate}")

@@ -106,3 +106,48 @@ def test_gpukit_bench_fixture_on_the_gpu(gpukit_bench) -> None:
     row = gpukit_bench(lambda a, b, out: torch.add(a, b, out=out), backend="torch-cuda", inputs=_add_inputs,
                        reference=lambda a, b: a + b, repeat=5)  # fmt: skip
     assert row.ok and row.launch_s is not None and row.kernel_min_s <= row.kernel_median_s <= row.kernel_max_s
+
+
+def _device_arrays(host):  # type: ignore[no-untyped-def]
+    """The same host array on the device as each GPU backend holds it: torch, CuPy, Numba (where installed)."""
+    out = {"torch": torch.from_numpy(host).cuda()}
+    try:
+        import cupy
+
+        out["cupy"] = cupy.asarray(host)
+    except Exception:
+        pass
+    try:
+        from numba import cuda
+
+        out["numba"] = cuda.to_device(host)
+    except Exception:
+        pass
+    return out
+
+
+def test_device_comparisons_agree_with_the_host_ones() -> None:
+    """The on-device checks give the host's answers: bytes equal (a NaN payload or a signed zero differs), and the
+    float64 relative error to within rounding, for torch, CuPy and Numba arrays alike."""
+    import numpy as np
+
+    from gpukit.bench.backends.base import cuda_relative_error, cuda_same_bits
+    from gpukit.bench.workloads.base import relative_error, same_bits
+
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal(3_000_001).astype(np.float32)
+    ref64 = ref.astype(np.float64) + 1e-7
+    variants = {"same": ref.copy(), "signed zero": ref.copy(), "one ulp": ref.copy(), "nan": ref.copy()}
+    variants["signed zero"][7] = 0.0
+    ref[7] = -0.0
+    variants["same"][7] = -0.0
+    variants["one ulp"][11] = np.nextafter(ref[11], np.float32(np.inf))
+    variants["nan"][13] = np.nan
+    uploads: dict[int, object] = {}
+    for name, host in variants.items():
+        for kind, dev in _device_arrays(host).items():
+            assert cuda_same_bits(dev, ref, uploads) is same_bits(host, ref), (name, kind)
+            err = cuda_relative_error(dev, ref64, uploads)
+            want = relative_error(host, ref64)
+            assert err is not None and (err == want or abs(err - want) <= 1e-9 * want), (name, kind, err, want)
+    assert cuda_same_bits(torch.zeros(5, device="cuda"), ref, uploads) is None  # another shape: not told here

@@ -409,3 +409,108 @@ def test_energy_runs_queue_no_pad(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (
         run_one(w, "numpy", s, prep, Settings(noise_target=0.0, repeats=3, warmup=1, budget_s=5)).ok and len(pads) == 3
     )
+
+
+class _DeviceChecks:
+    """Stand-ins for a GPU backend's on-device comparisons, computed on the host and counted, with reads back
+    (``to_host``) counted too: which path the harness took is then visible."""
+
+    def __init__(self) -> None:
+        from gpukit.bench.workloads.base import relative_error, same_bits
+
+        self.same, self.err, self.reads = 0, 0, 0
+        self._same, self._err = same_bits, relative_error
+
+    def same_bits_on_device(self, x: Any, host: np.ndarray, uploads: dict[int, Any]) -> bool | None:
+        self.same += 1
+        uploads[id(host)] = (host, None)
+        return x.shape == host.shape and x.dtype == host.dtype and self._same(np.asarray(x), host)
+
+    def relative_error_on_device(self, x: Any, ref: np.ndarray, uploads: dict[int, Any]) -> float | None:
+        self.err += 1
+        return float(self._err(np.asarray(x), ref))
+
+    def to_host(self, x: Any) -> np.ndarray:
+        self.reads += 1
+        return np.asarray(x)
+
+
+def _with_device_checks(monkeypatch: pytest.MonkeyPatch) -> _DeviceChecks:
+    dev = _DeviceChecks()
+    _numpy_backend_with(monkeypatch, same_bits_on_device=dev.same_bits_on_device, to_host=dev.to_host,
+                        relative_error_on_device=dev.relative_error_on_device)  # fmt: skip
+    return dev
+
+
+def test_outputs_and_inputs_are_checked_on_the_device_once_read_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a backend can compare on its device, only the first call's output is read back (its device→host time
+    is a reported figure); the output after the first timed sample and after the timed calls is checked there (an
+    element-wise workload by its relative error) and so is every rotated input copy: nothing else crosses the bus."""
+    dev = _with_device_checks(monkeypatch)
+    w = get_workload("vector-add")
+    s = w.parse_size("4096")
+    r = run_one(w, "numpy", s, prepare(w, s, np.random.default_rng(1)), FAST)
+    assert r.status == "ok" and r.check is True, r.reason
+    assert r.error is not None and 0 < r.error < 1e-6  # the error the device path computed, not a placeholder
+    assert dev.reads == 1  # the first call's output
+    assert dev.err == 2  # after the first timed sample, after the timed calls
+    assert dev.same == 2 * 8  # inputs a and b of each of the 8 rotated copies (4096 floats are far below 256 MiB)
+
+
+@pytest.mark.parametrize(
+    ("cheat", "reason"),
+    [
+        ("first-only", "right on the first call, wrong after"),
+        ("writes-input", "changed its input 'a'"),
+    ],
+)
+def test_a_cheat_is_still_caught_through_the_device_checks(
+    monkeypatch: pytest.MonkeyPatch, cheat: str, reason: str
+) -> None:
+    """The device paths say "not the same" as surely as the host ones: an output right only on the first call, and
+    an input written over, fail with the same reasons."""
+    dev = _with_device_checks(monkeypatch)
+    calls = [0]
+
+    def add(inputs: Mapping[str, Any], out: Any, size: Any) -> None:
+        calls[0] += 1
+        if cheat == "first-only" and calls[0] > 1:
+            return  # leaves the poison the harness wrote before the timed calls
+        np.add(inputs["a"], inputs["b"], out=out)
+        if cheat == "writes-input":  # a[0] + b[0] stays within float32 rounding: only the input check sees it
+            inputs["a"][:1] += 1.0
+            inputs["b"][:1] -= 1.0
+
+    w = replace(get_workload("vector-add"), implementations={"cheat": Implementation("numpy", add)})
+    s = w.parse_size("4096")
+    r = run_one(w, "cheat", s, prepare(w, s, np.random.default_rng(1)), FAST)
+    assert r.status == "failed" and reason in (r.reason or ""), r.reason
+    assert dev.err + dev.same > 0  # decided by the device path
+
+
+def test_an_output_equal_to_the_reference_takes_the_reference_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy's output holds the reference's bytes: the workload's check runs once per size, on the reference
+    against itself, and every output identical to it gets that verdict; an output that differs is checked in full
+    (here: fails)."""
+    from gpukit.bench.workloads.bandwidth import WORKLOAD
+
+    checked: list[int] = []
+
+    def counted(out: np.ndarray, ref: np.ndarray, size: Any) -> tuple[bool, float]:
+        checked.append(out.size)
+        return WORKLOAD.check(out, ref, size)
+
+    def off_by_one(inputs: Mapping[str, Any], out: Any, size: Any) -> None:
+        np.copyto(out, inputs["a"])
+        out[-1] += 1.0
+
+    w = replace(WORKLOAD, check=counted, implementations={
+        "numpy": WORKLOAD.implementations["numpy"], "off": Implementation("numpy", off_by_one)})  # fmt: skip
+    s = w.parse_size("1MiB")
+    prep = prepare(w, s, np.random.default_rng(0))
+    assert run_one(w, "numpy", s, prep, FAST).check is True
+    assert len(checked) == 1  # the reference against itself; three outputs took its verdict
+    assert run_one(w, "numpy", s, prep, FAST).check is True and len(checked) == 1  # the verdict is kept per size
+    bad = run_one(w, "off", s, prep, FAST)
+    assert bad.status == "failed" and "check failed" in (bad.reason or "")
+    assert len(checked) == 2  # the differing output went through the workload's own check

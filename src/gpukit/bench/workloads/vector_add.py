@@ -21,8 +21,8 @@ SEED = Size("seed-example", {"n": 6, "dtype": "int32", "seed": True})
 
 
 def sizes(quick: bool) -> list[Size]:
-    if quick:
-        return [c.vector_size("16MiB"), c.vector_size("16MiB:int32")]
+    if quick:  # int32 moves the same bytes through the same adds: the full run has it (10 rows, 6 s of an H200's 64)
+        return [c.vector_size("16MiB")]
     return [c.vector_size("1MiB"), c.vector_size("256MiB"), c.vector_size("256MiB:int32")]
 
 
