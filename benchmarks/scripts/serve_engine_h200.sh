@@ -42,5 +42,5 @@ if [[ "$PARTS" == *,http,* ]] && [ -n "${BEFORE_SRC:-}" ]; then
     --label before --requests 4000 --repeats 5 --json "$OUT/http_cpu_before.json" 2>&1 | tee -a "$OUT/http_cpu.log"
 fi
 if [[ "$PARTS" == *,serve,* ]]; then
-  OUT="$OUT/serve" timeout 330 bash benchmarks/scripts/serve_h200.sh --only resnet/gpukit-nvjpeg,seed/gpukit
+  OUT="$OUT/serve" timeout "${SERVE_S:-330}" bash benchmarks/scripts/serve_h200.sh --only "${SERVE_ONLY:-resnet/gpukit-nvjpeg,seed/gpukit}" ${SERVE_ARGS:-}
 fi

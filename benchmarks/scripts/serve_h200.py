@@ -9,7 +9,11 @@ Steps (≤ 9 minutes on one H200 with its 16-core host; the time guard skips the
     Pillow and with nvJPEG decoding, batching off (--max-batch 1, with the decoding that won), LitServe batched
     with 1 and 2 workers.
  4. Saturation curves (1 … 256 clients) for gpukit and the better LitServe configuration, both models.
- 5. One cross-check with wrk (if .deb/usr/bin/wrk exists) against gpukit's seed-CNN server at 64 connections.
+ 5. Cross-checks with wrk (if .deb/usr/bin/wrk exists; LD_LIBRARY_PATH must find its libluajit) at the
+    headline client count of the configurations in ``WRK_AT``.
+ 6. Optional (issue 27): ResNet-50 with ``--decode nvimgcodec`` and ``nvimgcodec-hw``, the seed CNN with
+    ``nvimgcodec`` (nvImageCodec must be on PYTHONPATH). ``GPUKIT_SERVE_ENGINE`` picks the engine (default eager;
+    ``SERVE_READY_S`` how long a start may take: compile builds every batch size before /readyz).
 Every load comes from `gpukit loadtest` (several processes; its own CPU use is recorded beside each point).
 Writes $OUT/serve_h200.json, serve_h200.png and serve_h200.md.
 
@@ -171,8 +175,9 @@ class Server:
         self.proc = subprocess.Popen(cmd, env=env(), stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         self.health, self.url = health, predict
 
-    def wait(self, timeout: float = 180) -> bool:
-        deadline = time.monotonic() + timeout
+    def wait(self, timeout: float | None = None) -> bool:
+        # --engine compile builds every padded size before /readyz says 200: minutes, not seconds
+        deadline = time.monotonic() + (timeout or float(os.environ.get("SERVE_READY_S", "180")))
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
@@ -297,7 +302,7 @@ def loadtest(url: str, images: Path, concurrency: int, duration: float) -> dict:
     return {"concurrency": concurrency, **{k: doc[k] for k in keep}}
 
 
-def wrk_check(url: str, image: Path, duration: float) -> dict | None:
+def wrk_check(url: str, image: Path, duration: float, connections: int = 64) -> dict | None:
     wrk = ROOT / ".deb" / "usr" / "bin" / "wrk"
     if not wrk.exists():
         return None
@@ -317,14 +322,14 @@ def wrk_check(url: str, image: Path, duration: float) -> dict | None:
         f'local f = io.open("{body_file}", "rb")\nwrk.body = f:read("*all")\nf:close()\n'
         f'wrk.method = "POST"\nwrk.headers["Content-Type"] = "multipart/form-data; boundary={boundary}"\n'
     )
-    cmd = [str(wrk), "-t4", "-c64", f"-d{int(duration)}s", "--latency", "-s", str(script), url]
+    cmd = [str(wrk), "-t4", f"-c{connections}", f"-d{int(duration)}s", "--latency", "-s", str(script), url]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 30)
     rps = re.search(r"Requests/sec:\s+([\d.]+)", proc.stdout)
     p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", proc.stdout)
     non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", proc.stdout)
     scale = {"us": 1e-3, "ms": 1.0, "s": 1e3}
     return {
-        "tool": "wrk -t4 -c64",
+        "tool": f"wrk -t4 -c{connections}",
         "rps": float(rps.group(1)) if rps else None,
         "p99_ms": float(p99.group(1)) * scale[p99.group(2)] if p99 else None,
         "non_2xx": int(non2xx.group(1)) if non2xx else 0,
@@ -363,7 +368,10 @@ def batch_sizes(server: Server) -> dict[str, float]:
 
 def run_config(results: dict, key: str, server: Server, images: Path, points: list[int], duration: float) -> None:
     say(f"start {server.name} for {key}")
-    if not server.wait():
+    t_start = time.monotonic()
+    ready = server.wait()
+    results.setdefault("ready_s", {})[key] = round(time.monotonic() - t_start, 1)  # process start → /readyz 200
+    if not ready:
         say(f"{server.name} did not become ready:\n{server.tail()}")
         results["runs"][key] = {"error": "did not start", "log": server.tail()}
         server.stop()
@@ -399,9 +407,10 @@ def run_config(results: dict, key: str, server: Server, images: Path, points: li
         results["runs"][key] = {"error": str(exc), "log": server.tail(), "points": rows}
         server.stop()
         return
-    if key == "seed/gpukit" and WRK:
-        results["wrk"] = wrk_check(server.url, next(images.rglob("*.jpg")), duration)
-        say(f"wrk cross-check: {results['wrk']}")
+    if key in WRK_AT and WRK:  # the C load generator at the configuration's headline client count
+        name = "wrk" if key == "seed/gpukit" else f"wrk {key}"
+        results[name] = wrk_check(server.url, next(images.rglob("*.jpg")), duration, WRK_AT[key])
+        say(f"{name} cross-check: {results[name]}")
     server.stop()
     results["runs"][key] = {"server": server.name, "cmd": server.cmd, "points": rows}
 
@@ -496,6 +505,12 @@ def plot(results: dict, path: Path) -> None:
 
 BUDGET_S = 450.0  # seconds; the shell wrapper kills the run at 560
 WRK = True
+WRK_AT = {
+    "seed/gpukit": 64,
+    "resnet/gpukit-nvjpeg": 256,
+    "resnet/gpukit-nvimgcodec": 256,
+    "seed/gpukit-nvimgcodec": 64,
+}  # wrk -c, at the points the issues quote
 KEYS = (  # every configuration of the plan, in its order (--only picks among them)
     "seed/gpukit",
     "seed/litserve-w2",
@@ -507,6 +522,9 @@ KEYS = (  # every configuration of the plan, in its order (--only picks among th
     "resnet/litserve-w2",
     "seed/litserve-unbatched",
     "seed/gpukit-nvjpeg",
+    "resnet/gpukit-nvimgcodec",
+    "resnet/gpukit-nvimgcodec-hw",
+    "seed/gpukit-nvimgcodec",
 )
 
 
@@ -611,6 +629,22 @@ def main() -> int:
         ("resnet/litserve-w2", None, img224, res_pts),
         ("seed/litserve-unbatched", None, img64, seed_pts),
         ("seed/gpukit-nvjpeg", lambda: gpukit_server(seed, a.device, workers, 64, False, "nvjpeg"), img64, seed_pts),
+        # nvImageCodec (issue 27): the hybrid backend (Huffman on host threads) and the GPU's JPEG engines
+        *(
+            (
+                f"resnet/gpukit-{dec}",
+                lambda dec=dec: gpukit_server(resnet, a.device, workers, a.resnet_max_batch, cuda, dec),
+                img224,
+                res_pts,
+            )
+            for dec in ("nvimgcodec", "nvimgcodec-hw")
+        ),
+        (
+            "seed/gpukit-nvimgcodec",
+            lambda: gpukit_server(seed, a.device, workers, 64, False, "nvimgcodec"),
+            img64,
+            seed_pts,
+        ),
     ]
 
     assert [k for k, *_ in plan] == list(KEYS)
@@ -663,12 +697,13 @@ def main() -> int:
             )
         if "error" in run:
             md.append(f"| {key} | — | failed: {run['error'][:80]} | | | | |")
-    if results.get("wrk"):
-        md += [
-            "",
-            f"wrk cross-check (seed CNN, gpukit, 64 connections): {results['wrk']['rps']} req/s, "
-            f"p99 {results['wrk']['p99_ms']} ms, non-2xx {results['wrk']['non_2xx']}",
-        ]
+    for key, c in WRK_AT.items():
+        w = results.get("wrk" if key == "seed/gpukit" else f"wrk {key}")
+        if w:
+            md += ["", f"wrk cross-check ({key}, {c} connections): {w['rps']} req/s, p99 {w['p99_ms']} ms, "
+                   f"non-2xx {w['non_2xx']}"]  # fmt: skip
+    if results.get("ready_s"):
+        md += ["", "Process start to /readyz 200: " + ", ".join(f"{k} {v} s" for k, v in results["ready_s"].items())]
     md += ["", "Server-Timing, mean ms per request (the server's own split):", ""]
     for key, run in results["runs"].items():
         for row in run.get("points", []):

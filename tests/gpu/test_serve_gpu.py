@@ -41,8 +41,14 @@ def test_a_batch_of_several_passes_matches_one_eager_pass(ckpt: Path) -> None:
     assert diff < 1e-2, f"max |diff| {diff:.2e}"
 
 
-def test_nvjpeg_bytes_give_the_labels_of_decoded_pixels(ckpt: Path) -> None:
+@pytest.mark.parametrize("kind", ["nvjpeg", "nvimgcodec", "nvimgcodec-hw"])
+def test_batch_decoded_bytes_give_the_labels_of_decoded_pixels(ckpt: Path, kind: str) -> None:
     from PIL import Image
+
+    from gpukit.serve.decode import nvimgcodec_unavailable
+
+    if kind != "nvjpeg" and nvimgcodec_unavailable():
+        pytest.skip(str(nvimgcodec_unavailable()))
 
     rng = np.random.default_rng(2)
     arrays = [rng.integers(0, 256, (64, 64, 3), dtype=np.uint8) for _ in range(GRAPH_ROWS + 9)]
@@ -53,6 +59,7 @@ def test_nvjpeg_bytes_give_the_labels_of_decoded_pixels(ckpt: Path) -> None:
         jpegs.append(buf.getvalue())
     pixels = [np.asarray(Image.open(io.BytesIO(j)).convert("RGB")).transpose(2, 0, 1).copy() for j in jpegs]
     runner = ModelRunner(ckpt, "cuda", max_batch=128, amp="off", cuda_graphs=True)
+    runner.warm_batch_decoder(kind)
     from_bytes, errors = runner.run_items(jpegs)  # type: ignore[arg-type]
     from_pixels, _ = runner.run_items(pixels)  # type: ignore[arg-type]
     assert errors == [None] * len(jpegs)

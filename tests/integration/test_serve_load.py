@@ -19,6 +19,8 @@ pytest.importorskip("torch")
 from serve_harness import metric, post_image, request, start_server
 from serve_testdata import image_bytes, make_checkpoint
 
+from gpukit.serve.decode import nvimgcodec_unavailable
+
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -156,6 +158,17 @@ def _check_batch_decoding(srv, model, tmp_path, run_cli) -> None:
         t.join()
     assert statuses == [200] * 24
     assert post_image(srv.url, good.read_bytes())[0] == 200
+
+
+@pytest.mark.skipif(nvimgcodec_unavailable() is not None, reason=str(nvimgcodec_unavailable()))
+def test_a_server_decoding_with_nvimgcodec_answers_as_predict(model, run_cli, tmp_path):
+    """--decode nvimgcodec on a CPU device: nvImageCodec's CPU backend in the model process, behind real HTTP."""
+    srv = start_server(model, "--workers", "2", "--decode", "nvimgcodec", "--quiet")
+    try:
+        _check_batch_decoding(srv, model, tmp_path, run_cli)
+        assert any("decode nvimgcodec" in line for line in srv.log)
+    finally:
+        assert srv.stop() == 0
 
 
 def test_loadtest_counts_match_the_metrics_of_a_several_process_server(model, image, run_cli, tmp_path):

@@ -44,14 +44,20 @@ def _serve_command(
     ),
     amp: str = typer.Option("off", "--amp", help="off (the same numbers as `gpukit predict`) or bf16 (CUDA)."),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs", help="One CUDA graph per batch size."),
-    decode: str = typer.Option("pil", "--decode", help="pil (HTTP processes) or nvjpeg (per batch, on the GPU)."),
+    decode: str = typer.Option(
+        "auto",
+        "--decode",
+        help="Where JPEGs are decoded: pil (HTTP processes), or per batch in the model process: nvimgcodec (hybrid"
+        " host/GPU), nvimgcodec-hw (the GPU's JPEG engines), nvjpeg (torchvision); auto: nvimgcodec on CUDA if"
+        " installed, else pil.",
+    ),
     engine: str | None = engine_option(),
     gate_images: Path | None = gate_option(),
     quiet: bool = typer.Option(False, "--quiet", help="No once-a-second throughput line."),
 ) -> int:
     """Serve the trained model over HTTP: POST /v1/predict, /metrics, /docs, an upload page at /."""
     _need("fastapi", "uvicorn", "prometheus_client", "torch")
-    from gpukit.serve.config import ServeConfig
+    from gpukit.serve.config import ServeConfig, resolve_decode
     from gpukit.serve.server import Started, Tick, run
 
     config = ServeConfig(
@@ -74,7 +80,7 @@ def _serve_command(
         engine=engine,
         gate_images=gate_images,
     )
-    config.validate()
+    config = resolve_decode(config.validate())  # a decoder that is not installed fails here, before any process
     from gpukit.serve.model import model_info
 
     model_info(model)  # a bad path fails here, before any process starts
@@ -93,7 +99,7 @@ def _serve_command(
             out.print(line, soft_wrap=True, markup=False)
         out.print(
             f"batching: max {s.max_batch}, wait {s.max_wait_ms:g} ms, queue {s.queue_size}; "
-            f"HTTP processes {s.workers}; API key {s.api_key}",
+            f"HTTP processes {s.workers}; decode {s.decode}; API key {s.api_key}",
             soft_wrap=True,
             markup=False,
         )

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpukit.serve.batcher import GONE, Outcome, QueueFull
-from gpukit.serve.config import ServeConfig
+from gpukit.serve.config import BATCH_DECODERS, ServeConfig
 from gpukit.serve.decode import batch_decodable, finish, probe
 from gpukit.serve.metrics import Metrics
 from gpukit.serve.model import ModelInfo, label_of
@@ -148,16 +148,16 @@ class Core:
     async def decode_all(self, files: list[bytes], deadline: float) -> list[np.ndarray | bytes]:
         """Every image of a request, decoded on the pool within the request's deadline and decode budgets.
 
-        ``--decode nvjpeg``: a JPEG the model process can decode goes there as bytes after a header check on the
-        loop (tens of µs). Everything else runs on the pool (the event loop never waits on Pillow), bounded three
-        ways: at most ``DECODE_QUEUE`` images waiting (else 503), the decoded bytes of one request at most half of
-        ``--decode-memory-mb`` (else 413), all requests together at most all of it (else 503). Past the deadline
-        the request gets 504 and its images not yet started are dropped."""
+        A decoder of the model process (``--decode nvjpeg``, ``nvimgcodec``): a JPEG it can decode goes there as
+        bytes after a header check on the loop (tens of µs). Everything else runs on the pool (the event loop never
+        waits on Pillow), bounded three ways: at most ``DECODE_QUEUE`` images waiting (else 503), the decoded bytes
+        of one request at most half of ``--decode-memory-mb`` (else 413), all requests together at most all of it
+        (else 503). Past the deadline the request gets 504 and its images not yet started are dropped."""
         assert self.info is not None
         out: list[np.ndarray | bytes | None] = [None] * len(files)
         todo = []
         for i, data in enumerate(files):
-            if self.config.decode == "nvjpeg" and batch_decodable(data, self.config.max_pixels):
+            if self.config.decode in BATCH_DECODERS and batch_decodable(data, self.config.max_pixels):
                 out[i] = data
             else:
                 todo.append(i)

@@ -8,6 +8,7 @@ Only the first frame of an animated GIF or WebP is used.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import struct
 import zlib
@@ -18,7 +19,17 @@ import numpy as np
 
 from gpukit.serve.request import RequestRejected
 
-__all__ = ["ALLOWED_FORMATS", "Probe", "batch_decodable", "decode_bytes", "finish", "probe", "sniff", "warm_decoder"]
+__all__ = [
+    "ALLOWED_FORMATS",
+    "Probe",
+    "batch_decodable",
+    "decode_bytes",
+    "finish",
+    "nvimgcodec_unavailable",
+    "probe",
+    "sniff",
+    "warm_decoder",
+]
 
 ALLOWED_FORMATS = ("JPEG", "PNG", "GIF", "WEBP")
 # Formats we recognise in order to name them when refusing (415); anything else unrecognised is "not an image" (422).
@@ -250,3 +261,12 @@ def warm_decoder(size: int) -> None:
         buf = io.BytesIO()
         Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(buf, fmt)
         decode_bytes(buf.getvalue(), size, 64 * 64)
+
+
+def nvimgcodec_unavailable() -> str | None:
+    """Why ``--decode nvimgcodec`` cannot run here, or None."""
+    try:
+        found = importlib.util.find_spec("nvidia.nvimgcodec") is not None
+    except ModuleNotFoundError:  # no ``nvidia`` namespace at all
+        found = False
+    return None if found else "nvImageCodec is not installed (pip install 'gpukit[decode]')"

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from gpukit.serve.batcher import Batcher
 from gpukit.serve.choose import EngineChoice, EngineSpec, build_runner
-from gpukit.serve.config import ServeConfig
+from gpukit.serve.config import BATCH_DECODERS, ServeConfig
 from gpukit.serve.decode import warm_decoder
 from gpukit.serve.metrics import Metrics
 from gpukit.serve.model import ModelRunner
@@ -37,8 +37,8 @@ def start_engine(
     runner.info = replace(runner.info, engine=choice.to_dict())
     metrics.observe_engine(choice.engine, choice.precision, _gate_state(choice), choice.build_s)
     warm_decoder(runner.info.image_size)
-    if config.decode == "nvjpeg":
-        runner.warm_batch_decoder()
+    if config.decode in BATCH_DECODERS:
+        runner.warm_batch_decoder(config.decode)
 
     def on_batch(size: int, seconds: float) -> None:
         metrics.observe_batch(size, runner.gpu_memory_bytes(), batcher.depth)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpukit.serve.engines import engine_net
-from gpukit.serve.staging import Staged, Stager
+from gpukit.serve.staging import BatchDecoder, Staged, Stager
 
 if TYPE_CHECKING:
     import torch
@@ -274,9 +274,12 @@ class ModelRunner:
             return out  # type: ignore[no-any-return]
         return self._forward(self.static_in[:bucket])
 
-    def warm_batch_decoder(self) -> None:
-        """Run the batch JPEG decoder once (``--decode nvjpeg``), so the first request does not pay for its import."""
+    def warm_batch_decoder(self, kind: str = "nvjpeg") -> None:
+        """Decode JPEGs per batch with ``kind`` (``gpukit.serve.staging.BATCH_DECODERS``) and run it once, so the
+        first request does not pay for its import and set-up."""
         import io
+
+        self.stager.decoder = BatchDecoder(kind, self.device, self.stager.stream)
 
         from PIL import Image
 

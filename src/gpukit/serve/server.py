@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpukit.errors import ConfigError, ServeError
-from gpukit.serve.config import ServeConfig
+from gpukit.serve.config import ServeConfig, resolve_decode
 from gpukit.serve.listen import Stopped, drain_s, listen_socket, raise_open_files_limit, uvicorn_server
 
 __all__ = ["MAX_RESTARTS", "RESTART_WINDOW_S", "Started", "Stopped", "Tick", "run"]
@@ -51,6 +51,7 @@ class Started:
     api_key: str  # "on (GPUKIT_KEY)", "off", or "missing: …"
     warmup_s: float
     engine: dict[str, Any] | None = None  # ``EngineChoice.to_dict()``: the engine serving, its gate, why it won
+    decode: str = "pil"  # where JPEGs are decoded (``--decode``, ``auto`` resolved)
 
 
 @dataclass
@@ -80,7 +81,7 @@ def run(
     on_notice: Callable[[str], None] | None = None,
 ) -> Stopped:
     """Serve until SIGTERM/SIGINT, then drain; returns how it ended. ``on_notice`` hears of replaced workers."""
-    config.validate()
+    config = resolve_decode(config.validate())
     key_state = _api_key_state(config)
     if config.workers == 1:
         return _run_one(config, key_state, on_started, on_tick)
@@ -164,6 +165,7 @@ def _started(
         key_state,
         warmup_s,
         info.engine,
+        config.decode,
     )
 
 

@@ -1,8 +1,11 @@
 """Batch preparation for the model process: JPEG bytes and decoded images → one uint8 (n,3,S,S) batch, on its own
 CUDA stream so that it overlaps the previous batch's forward pass.
 
-Launches per batch, not per image: the JPEGs are decoded in one batched call (nvJPEG through torchvision on CUDA;
-on a CPU device Pillow decodes them one by one, since torchvision's CPU image decoding is deprecated); images that
+Launches per batch, not per image: the JPEGs are decoded in one batched call (``--decode nvjpeg``: nvJPEG through
+torchvision on CUDA, Pillow one by one on a CPU device, since torchvision's CPU image decoding is deprecated;
+``--decode nvimgcodec``: nvImageCodec's hybrid backend, Huffman decoding on host threads and the rest on the GPU, so
+that it is not queued behind the forward pass's kernels; ``nvimgcodec-hw``: its hardware JPEG engines; on a CPU device
+both take its libjpeg-turbo backend; see ``BatchDecoder``); images that
 already are S×S are ``torch.stack``-ed straight into the staging buffer (one kernel); the others are resized in
 groups of one input shape (one ``interpolate`` per group, bilinear, antialiased, as before); pre-decoded uint8
 images go through one pinned host buffer and one copy.
@@ -18,12 +21,15 @@ Stream rules (CUDA), kept by ``Stager.prepare`` and the runner's ``execute``:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Staged", "Stager"]
+from gpukit.serve.config import BATCH_DECODERS
+
+__all__ = ["BatchDecoder", "Staged", "Stager"]
 
 
 @dataclass
@@ -51,7 +57,7 @@ class _Slot:
 class Stager:
     """``prepare(items)`` → ``Staged``. One caller at a time (the batcher's preparing thread)."""
 
-    def __init__(self, size: int, max_batch: int, device: str, slots: int = 3) -> None:
+    def __init__(self, size: int, max_batch: int, device: str, slots: int = 3, decode: str = "nvjpeg") -> None:
         import torch
 
         self.size = size
@@ -62,6 +68,7 @@ class Stager:
         self.slots = [_Slot(max_batch, size, device) for _ in range(slots)] if self.cuda else []
         self.stream = torch.cuda.Stream(device=device) if self.cuda else None
         self._next = 0
+        self.decoder = BatchDecoder(decode, device, self.stream)
 
     def prepare(self, items: list[np.ndarray | bytes]) -> Staged:
         import torch
@@ -126,24 +133,90 @@ class Stager:
 
     def _decode(self, datas: list[bytes]) -> list[Any]:
         """JPEG bytes → uint8 (3, H, W) tensors on the device, or the exception of each one that failed."""
-        if not datas:
-            return []
-        if not self.cuda:
-            return [_pil_decode(d) for d in datas]
-        import torch
-        from torchvision.io import ImageReadMode, decode_jpeg
+        return self.decoder(datas) if datas else []
 
-        tensors = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in datas]
-        try:
-            return list(decode_jpeg(tensors, mode=ImageReadMode.RGB, device=self.device))
-        except Exception:  # one bad file fails the batched call: decode one by one to find it
-            out: list[Any] = []
-            for t in tensors:
-                try:
-                    out.append(decode_jpeg(t, mode=ImageReadMode.RGB, device=self.device))
-                except Exception as exc:
-                    out.append(exc)
-            return out
+
+class BatchDecoder:
+    """A batch of JPEG bytes → a list of uint8 (3, H, W) tensors on ``device``, or the exception of each image that
+    failed (it fails alone). ``kind`` is a ``BATCH_DECODERS`` value. All GPU work is ordered on ``stream``."""
+
+    def __init__(self, kind: str, device: str, stream: Any = None) -> None:
+        if kind not in BATCH_DECODERS:
+            raise ValueError(f"decoder {kind!r}: one of {', '.join(BATCH_DECODERS)}")
+        self.kind, self.device, self.stream = kind, device, stream
+        self.cuda = device.startswith("cuda")
+        self._nv: Any = None
+        # nvImageCodec's images of the last batch, decoded into again: a new image per decode allocates device
+        # memory and freeing one synchronises the device, which then waits behind the forward pass. Reusing them is
+        # safe because ``Stager.prepare`` has copied them into its slot and synchronised before the next decode.
+        self._images: list[Any] = []
+        if kind != "nvjpeg":
+            self._nv = self._nvimgcodec()
+
+    def _nvimgcodec(self) -> Any:
+        from nvidia import nvimgcodec as nv
+
+        if not self.cuda:  # libjpeg-turbo on host threads: the same pixels as Pillow
+            backends, device_id = [nv.Backend(nv.CPU_ONLY)], nv.NVIMGCODEC_DEVICE_CPU_ONLY
+        else:
+            first = nv.HYBRID_CPU_GPU if self.kind == "nvimgcodec" else nv.HW_GPU_ONLY
+            backends = [nv.Backend(first), nv.Backend(nv.GPU_ONLY), nv.Backend(nv.CPU_ONLY)]  # later: what it can't
+            index = self.device.partition(":")[2]
+            device_id = int(index) if index else _current_device()
+        threads = max(1, (os.cpu_count() or 2) // 2)  # the HTTP processes need the other half
+        decoder = nv.Decoder(device_id=device_id, max_num_cpu_threads=threads, backends=backends)
+        params = nv.DecodeParams(  # as Pillow's convert("RGB"): no EXIF rotation, grey → three equal channels
+            apply_exif_orientation=False, color_spec=nv.ColorSpec.SRGB, sample_format=nv.SampleFormat.I_RGB
+        )
+        return nv, decoder, params
+
+    def __call__(self, datas: list[bytes]) -> list[Any]:
+        if self.kind == "nvjpeg":
+            return _torchvision_decode(datas, self.device) if self.cuda else [_pil_decode(d) for d in datas]
+        import torch
+
+        nv, decoder, params = self._nv
+        stream = self.stream.cuda_stream if self.stream is not None else 0
+        srcs = [nv.CodeStream(d) for d in datas]
+        reuse = self._images[: len(srcs)] if len(self._images) >= len(srcs) else None
+        images = decoder.decode(srcs, images=reuse, params=params, cuda_stream=stream)
+        if reuse is None:  # a batch larger than any before: its images are the pool from now on
+            self._images = [img for img in images if img is not None]
+        out: list[Any] = []
+        for img in images:
+            if img is None:
+                out.append(ValueError("nvImageCodec could not decode it"))
+                continue
+            if img.buffer_kind == nv.ImageBufferKind.STRIDED_HOST:  # the CPU backend's (H, W, 3)
+                t = torch.from_numpy(np.asarray(img))
+                t = t.to(self.device) if self.cuda else t
+            else:  # on the device; DLPack orders the read after the decode on the current (staging) stream
+                t = torch.from_dlpack(img)
+            out.append(t.permute(2, 0, 1))
+        return out
+
+
+def _current_device() -> int:
+    import torch
+
+    return int(torch.cuda.current_device())
+
+
+def _torchvision_decode(datas: list[bytes], device: str) -> list[Any]:
+    import torch
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    tensors = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in datas]
+    try:
+        return list(decode_jpeg(tensors, mode=ImageReadMode.RGB, device=device))
+    except Exception:  # one bad file fails the batched call: decode one by one to find it
+        out: list[Any] = []
+        for t in tensors:
+            try:
+                out.append(decode_jpeg(t, mode=ImageReadMode.RGB, device=device))
+            except Exception as exc:
+                out.append(exc)
+        return out
 
 
 def _pil_decode(data: bytes) -> Any:

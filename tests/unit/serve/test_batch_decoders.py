@@ -1,0 +1,126 @@
+"""The model process's batch JPEG decoders (``--decode nvimgcodec`` and ``nvjpeg``) give the answers of ``--decode
+pil``, and ``--decode auto`` picks one by what is installed and where the model runs.
+
+On a CPU device nvImageCodec decodes with its libjpeg-turbo backend (the hybrid and hardware backends need CUDA:
+tests/gpu/test_serve_gpu.py); the batch is then resized by the same ``interpolate`` as on CUDA."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from serve_testdata import SIZE, image_bytes, make_checkpoint
+
+from gpukit.errors import ConfigError
+from gpukit.serve import config as config_module
+from gpukit.serve.config import ServeConfig, resolve_decode
+from gpukit.serve.decode import decode_bytes, nvimgcodec_unavailable
+
+needs_nvimgcodec = pytest.mark.skipif(nvimgcodec_unavailable() is not None, reason=str(nvimgcodec_unavailable()))
+MAX_PIXELS = 4096 * 4096
+
+
+def _photos(n: int, seed: int = 0) -> list[bytes]:
+    """Smooth images (bicubic-upsampled noise, like photos' low frequencies) of random sizes, colour and grey,
+    at JPEG qualities 70–95; one in five already at the model's size (no resize)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        w, h = (SIZE, SIZE) if i % 5 == 0 else (int(rng.integers(SIZE // 2, 5 * SIZE)), int(rng.integers(SIZE, 4 * SIZE)))
+        small = Image.fromarray(rng.integers(0, 256, (6, 6, 3), dtype=np.uint8)).resize((w, h), Image.Resampling.BICUBIC)
+        img = small.convert("L") if i % 7 == 3 else small
+        buf = io.BytesIO()
+        img.save(buf, "JPEG", quality=int(rng.integers(70, 96)))
+        out.append(buf.getvalue())
+    return out
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory: pytest.TempPathFactory):
+    from gpukit.serve.model import ModelRunner
+
+    ckpt = make_checkpoint(tmp_path_factory.mktemp("ckpt") / "run", classes=["a", "b", "c", "d"], seed=3)
+    return ModelRunner(ckpt, device="cpu", max_batch=64)
+
+
+@needs_nvimgcodec
+def test_nvimgcodec_pixels_are_pillows_on_the_cpu_backend() -> None:
+    from PIL import Image
+
+    from gpukit.serve.staging import BatchDecoder
+
+    decoder = BatchDecoder("nvimgcodec", "cpu")
+    for jpegs in (_photos(40, seed=1), _photos(25, seed=2)):  # the second batch decodes into the first's images
+        decoded = decoder(jpegs)
+        for data, img in zip(jpegs, decoded, strict=True):
+            ref = np.asarray(Image.open(io.BytesIO(data)).convert("RGB")).transpose(2, 0, 1)
+            assert tuple(img.shape) == ref.shape  # grey JPEGs come back as three equal channels, as convert("RGB")
+            assert int(np.abs(img.numpy().astype(int) - ref).max()) <= 1
+    assert len(decoder._images) == 40  # the pool: the largest batch so far
+
+
+@needs_nvimgcodec
+@pytest.mark.parametrize("kind", ["nvimgcodec", "nvjpeg"])
+def test_batch_decoders_answer_as_pil_on_200_images(runner, kind: str) -> None:
+    """Labels and probabilities of 200 JPEGs decoded per batch in the model process against Pillow in the HTTP
+    process (``decode_bytes``): equal where no resize happens, within the documented resize tolerance elsewhere."""
+    jpegs = _photos(200)
+    pil = [decode_bytes(d, SIZE, MAX_PIXELS) for d in jpegs]
+    runner.warm_batch_decoder(kind)
+    try:
+        got, want = [], []
+        for i in range(0, len(jpegs), 50):
+            probs, errors = runner.run_items(jpegs[i : i + 50])
+            assert errors == [None] * len(probs)
+            got.append(probs)
+            want.append(runner.run_items(pil[i : i + 50])[0])
+    finally:
+        runner.warm_batch_decoder("nvjpeg")
+    p, q = np.concatenate(got), np.concatenate(want)
+    same_size = [i for i in range(len(jpegs)) if i % 5 == 0]
+    np.testing.assert_allclose(p[same_size], q[same_size], rtol=0, atol=1e-5)  # the same pixels: the same answer
+    assert float(np.abs(p - q).max()) <= 0.02  # the accuracy gate's tolerance (docs/serve.md)
+    assert (p.argmax(1) == q.argmax(1)).mean() >= 0.97
+    assert not np.allclose(p[0], p[1])  # different images: different rows
+
+
+@needs_nvimgcodec
+def test_a_corrupt_jpeg_fails_alone_in_an_nvimgcodec_batch(runner) -> None:
+    good = image_bytes("JPEG", (SIZE, SIZE), seed=5)
+    broken = good[:20] + b"\0" * 30 + good[50:]  # a valid start and end, garbage tables
+    runner.warm_batch_decoder("nvimgcodec")
+    try:
+        probs, errors = runner.run_items([good, broken, good])
+    finally:
+        runner.warm_batch_decoder("nvjpeg")
+    assert errors[0] is None and errors[2] is None
+    assert errors[1] is not None and errors[1].startswith("corrupt: JPEG could not be decoded")
+    np.testing.assert_allclose(probs[0], probs[2], rtol=0, atol=1e-6)
+
+
+def _config(decode: str, device: str) -> ServeConfig:
+    return ServeConfig(model=Path("unused"), device=device, decode=decode).validate()
+
+
+def test_auto_decode_is_nvimgcodec_on_cuda_when_installed_else_pil(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(config_module, "nvimgcodec_unavailable", lambda: None)
+    assert resolve_decode(_config("auto", "cuda")).decode == "nvimgcodec"
+    assert resolve_decode(_config("auto", "cuda:1")).decode == "nvimgcodec"
+    assert resolve_decode(_config("auto", "cpu")).decode == "pil"
+    assert resolve_decode(_config("nvjpeg", "cuda")).decode == "nvjpeg"  # a named decoder is kept
+    monkeypatch.setattr(config_module, "nvimgcodec_unavailable", lambda: "nvImageCodec is not installed")
+    assert resolve_decode(_config("auto", "cuda")).decode == "pil"  # today's default when it is not there
+    with pytest.raises(ConfigError, match="--decode nvimgcodec-hw: nvImageCodec is not installed"):
+        resolve_decode(_config("nvimgcodec-hw", "cuda"))
+
+
+def test_an_unknown_decoder_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--decode must be one of auto, pil, nvjpeg, nvimgcodec, nvimgcodec-hw"):
+        _config("turbo", "cpu")
