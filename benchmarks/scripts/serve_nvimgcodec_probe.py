@@ -68,26 +68,22 @@ def main() -> None:
 
         out["rows"].append({"n": n, "what": "torchvision decode_jpeg", "img_s": rate(tv, n)})
         srcs = [nv.CodeStream(d) for d in data]
-        for kind, name in ((nv.HYBRID_CPU_GPU, "hybrid"), (nv.HW_GPU_ONLY, "hw"), (nv.GPU_ONLY, "gpu")):
-            for threads in (4, 8, 16):
+        for kind, name in ((nv.HYBRID_CPU_GPU, "hybrid"), (nv.HW_GPU_ONLY, "hw")):
+            for threads in (8, 12, 15):
                 if name != "hybrid" and threads != 8:
                     continue
                 dec = nv.Decoder(max_num_cpu_threads=threads, backends=[nv.Backend(kind)])
-                row = {"n": n, "what": f"nvimgcodec {name} decode only", "threads": threads}
-                row["img_s"] = rate(
-                    lambda dec=dec, srcs=srcs: dec.decode(srcs, params=params, cuda_stream=stream.cuda_stream), n
-                )
-                imgs = dec.decode(srcs, params=params)
-                row["none"] = sum(i is None for i in imgs)
-                if threads == 8:
-
-                    def whole(dec=dec, data: list[bytes] = data) -> None:
-                        with torch.cuda.stream(stream):
-                            got = dec.decode([nv.CodeStream(d) for d in data], params=params,
-                                             cuda_stream=stream.cuda_stream)  # fmt: skip
-                            torch.stack([torch.from_dlpack(i).permute(2, 0, 1) for i in got])
-
-                    row["img_s_with_codestreams_and_torch"] = rate(whole, n)
+                row = {"n": n, "what": f"nvimgcodec {name}", "threads": threads}
+                row["decode_only"] = rate(lambda dec=dec, srcs=srcs: dec.decode(srcs, params=params,
+                                          cuda_stream=stream.cuda_stream), n)  # fmt: skip
+                row["codestreams"] = rate(lambda data=data: [nv.CodeStream(d) for d in data], n)
+                imgs = dec.decode(srcs, params=params, cuda_stream=stream.cuda_stream)
+                torch.cuda.synchronize()
+                row["from_dlpack"] = rate(lambda imgs=imgs: [torch.from_dlpack(i) for i in imgs], n)
+                row["as_tensor_cai"] = rate(lambda imgs=imgs: [torch.as_tensor(i, device="cuda") for i in imgs], n)
+                row["cai_dict_only"] = rate(lambda imgs=imgs: [i.__cuda_array_interface__ for i in imgs], n)
+                row["reuse_decode"] = rate(lambda dec=dec, srcs=srcs, imgs=imgs: dec.decode(srcs, images=imgs,
+                                           params=params, cuda_stream=stream.cuda_stream), n)  # fmt: skip
                 out["rows"].append(row)
                 print(row, flush=True)
         for kind in ("nvjpeg", "nvimgcodec", "nvimgcodec-hw"):

@@ -67,4 +67,6 @@ def test_batch_decoded_bytes_give_the_labels_of_decoded_pixels(ckpt: Path, kind:
     assert agree >= 0.95  # nvJPEG's IDCT differs from libjpeg's by a level here and there
     # again, reversed: nvImageCodec decodes into the last batch's images and reuses their torch views
     again, _ = runner.run_items(jpegs[::-1])  # type: ignore[arg-type]
-    np.testing.assert_allclose(again[::-1], from_bytes, rtol=0, atol=1e-4)
+    # (rows land in other passes and buckets: cuDNN rounding moves them by up to 1.2e-4 on the H200, where a wrong
+    # image moves them by 1e-2 and more)
+    np.testing.assert_allclose(again[::-1], from_bytes, rtol=0, atol=1e-3)

@@ -1,5 +1,5 @@
 """The model process's batch JPEG decoders (``--decode nvimgcodec`` and ``nvjpeg``) give the answers of ``--decode
-pil``, and ``--decode auto`` picks one by what is installed and where the model runs.
+pil``, and ``--decode auto`` picks one by where the model runs.
 
 On a CPU device nvImageCodec decodes with its libjpeg-turbo backend (the hybrid and hardware backends need CUDA:
 tests/gpu/test_serve_gpu.py); the batch is then resized by the same ``interpolate`` as on CUDA."""
@@ -33,8 +33,10 @@ def _photos(n: int, seed: int = 0) -> list[bytes]:
     rng = np.random.default_rng(seed)
     out = []
     for i in range(n):
-        w, h = (SIZE, SIZE) if i % 5 == 0 else (int(rng.integers(SIZE // 2, 5 * SIZE)), int(rng.integers(SIZE, 4 * SIZE)))
-        small = Image.fromarray(rng.integers(0, 256, (6, 6, 3), dtype=np.uint8)).resize((w, h), Image.Resampling.BICUBIC)
+        w, h = int(rng.integers(SIZE // 2, 5 * SIZE)), int(rng.integers(SIZE, 4 * SIZE))
+        w, h = (SIZE, SIZE) if i % 5 == 0 else (w, h)
+        noise = Image.fromarray(rng.integers(0, 256, (6, 6, 3), dtype=np.uint8))
+        small = noise.resize((w, h), Image.Resampling.BICUBIC)
         img = small.convert("L") if i % 7 == 3 else small
         buf = io.BytesIO()
         img.save(buf, "JPEG", quality=int(rng.integers(70, 96)))
@@ -109,16 +111,20 @@ def _config(decode: str, device: str) -> ServeConfig:
     return ServeConfig(model=Path("unused"), device=device, decode=decode).validate()
 
 
-def test_auto_decode_is_nvimgcodec_on_cuda_when_installed_else_pil(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_decode_is_nvjpeg_on_cuda_and_pil_on_a_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(config_module, "nvimgcodec_unavailable", lambda: None)
-    assert resolve_decode(_config("auto", "cuda")).decode == "nvimgcodec"
-    assert resolve_decode(_config("auto", "cuda:1")).decode == "nvimgcodec"
+    assert resolve_decode(_config("auto", "cuda")).decode == "nvjpeg"  # the fastest measured (docs/serve.md)
+    assert resolve_decode(_config("auto", "cuda:1")).decode == "nvjpeg"
     assert resolve_decode(_config("auto", "cpu")).decode == "pil"
-    assert resolve_decode(_config("nvjpeg", "cuda")).decode == "nvjpeg"  # a named decoder is kept
+    monkeypatch.setattr(config_module, "_cuda", lambda device: False)  # --device auto on a machine without a GPU
+    assert resolve_decode(_config("auto", "auto")).decode == "pil"
+    monkeypatch.setattr(config_module, "_cuda", lambda device: True)
+    assert resolve_decode(_config("auto", "auto")).decode == "nvjpeg"
+    assert resolve_decode(_config("nvimgcodec", "cuda")).decode == "nvimgcodec"  # a named decoder is kept
     monkeypatch.setattr(config_module, "nvimgcodec_unavailable", lambda: "nvImageCodec is not installed")
-    assert resolve_decode(_config("auto", "cuda")).decode == "pil"  # today's default when it is not there
     with pytest.raises(ConfigError, match="--decode nvimgcodec-hw: nvImageCodec is not installed"):
         resolve_decode(_config("nvimgcodec-hw", "cuda"))
+    assert resolve_decode(_config("pil", "cuda")).decode == "pil"
 
 
 def test_an_unknown_decoder_is_refused() -> None:
