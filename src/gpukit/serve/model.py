@@ -275,13 +275,13 @@ class ModelRunner:
         return self._forward(self.static_in[:bucket])
 
     def warm_batch_decoder(self, kind: str = "nvjpeg") -> None:
-        """Decode JPEGs per batch with ``kind`` (``gpukit.serve.staging.BATCH_DECODERS``) and run it once, so the
-        first request does not pay for its import and set-up."""
+        """Decode JPEGs per batch with ``kind`` (one of ``gpukit.serve.config.BATCH_DECODERS``) and run it once, so
+        the first request does not pay for its import and set-up."""
         import io
 
-        self.stager.decoder = BatchDecoder(kind, self.device, self.stager.stream)
-
         from PIL import Image
+
+        self.stager.decoder = BatchDecoder(kind, self.device, self.stager.stream)
 
         buf = io.BytesIO()
         Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(buf, "JPEG")

@@ -3,9 +3,9 @@ CUDA stream so that it overlaps the previous batch's forward pass.
 
 Launches per batch, not per image: the JPEGs are decoded in one batched call (``--decode nvjpeg``: nvJPEG through
 torchvision on CUDA, Pillow one by one on a CPU device, since torchvision's CPU image decoding is deprecated;
-``--decode nvimgcodec``: nvImageCodec's hybrid backend, Huffman decoding on host threads and the rest on the GPU, so
-that it is not queued behind the forward pass's kernels; ``nvimgcodec-hw``: its hardware JPEG engines; on a CPU device
-both take its libjpeg-turbo backend; see ``BatchDecoder``); images that
+``--decode nvimgcodec``: nvImageCodec's hybrid backend, Huffman decoding on host threads and the rest on the GPU;
+``nvimgcodec-hw``: its hardware JPEG engines; on a CPU device both take its libjpeg-turbo backend; see
+``BatchDecoder``; on an H200 nvJPEG served the most, benchmarks/serve-decode_h200_2026-12-02.md); images that
 already are S×S are ``torch.stack``-ed straight into the staging buffer (one kernel); the others are resized in
 groups of one input shape (one ``interpolate`` per group, bilinear, antialiased, as before); pre-decoded uint8
 images go through one pinned host buffer and one copy.
