@@ -46,10 +46,19 @@ def _photos(n: int, seed: int = 0) -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def runner(tmp_path_factory: pytest.TempPathFactory):
+    """A random seed CNN whose labels differ from image to image (its last bias zeroed, its last weights scaled:
+    with them as initialised every one of the 200 images got the same label, and label agreement said nothing)."""
+    import torch
+
     from gpukit.serve.model import ModelRunner
 
     ckpt = make_checkpoint(tmp_path_factory.mktemp("ckpt") / "run", classes=["a", "b", "c", "d"], seed=3)
-    return ModelRunner(ckpt, device="cpu", max_batch=64)
+    r = ModelRunner(ckpt, device="cpu", max_batch=64)
+    last = [m for m in r.net.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        last.bias.zero_()
+        last.weight.mul_(10.0)
+    return r
 
 
 @needs_nvimgcodec
@@ -72,25 +81,30 @@ def test_nvimgcodec_pixels_are_pillows_on_the_cpu_backend() -> None:
 @pytest.mark.parametrize("kind", ["nvimgcodec", "nvjpeg"])
 def test_batch_decoders_answer_as_pil_on_200_images(runner, kind: str) -> None:
     """Labels and probabilities of 200 JPEGs decoded per batch in the model process against Pillow in the HTTP
-    process (``decode_bytes``): equal where no resize happens, within the documented resize tolerance elsewhere."""
+    process (``decode_bytes``): the same answer where no resize happens; where one does (Pillow's resize against the
+    batch's ``interpolate``), pixels 1-2 levels apart on average and nearly every label the same (here 198 of 200:
+    two near-ties flip). How far probabilities move then depends on how sharp the model is, so it is not bounded."""
     jpegs = _photos(200)
     pil = [decode_bytes(d, SIZE, MAX_PIXELS) for d in jpegs]
     runner.warm_batch_decoder(kind)
     try:
-        got, want = [], []
+        got, want, pixels = [], [], []
         for i in range(0, len(jpegs), 50):
-            probs, errors = runner.run_items(jpegs[i : i + 50])
+            staged = runner.prepare(jpegs[i : i + 50])
+            pixels.append(staged.x[: staged.n].numpy().astype(int))
+            probs, errors = runner.execute(staged)
             assert errors == [None] * len(probs)
             got.append(probs)
             want.append(runner.run_items(pil[i : i + 50])[0])
     finally:
         runner.warm_batch_decoder("nvjpeg")
     p, q = np.concatenate(got), np.concatenate(want)
+    assert len(set(q.argmax(1).tolist())) >= 3  # the labels vary: agreement means something
     same_size = [i for i in range(len(jpegs)) if i % 5 == 0]
     np.testing.assert_allclose(p[same_size], q[same_size], rtol=0, atol=1e-5)  # the same pixels: the same answer
-    assert float(np.abs(p - q).max()) <= 0.02  # the accuracy gate's tolerance (docs/serve.md)
+    diff = np.abs(np.concatenate(pixels) - np.stack(pil).astype(int))
+    assert diff[same_size].max() == 0 and diff.mean() <= 2.0  # the resize tolerance, in pixel levels
     assert (p.argmax(1) == q.argmax(1)).mean() >= 0.97
-    assert not np.allclose(p[0], p[1])  # different images: different rows
 
 
 @needs_nvimgcodec
