@@ -35,10 +35,11 @@ from gpukit.serve.model import ModelRunner
 __all__ = ["DEFAULT_ENGINE", "TIME_S", "Candidate", "EngineChoice", "EngineSpec", "build_runner", "choose"]
 
 TIME_S = 0.5  # seconds of timed forward passes per candidate (after its warm-up)
-# The engine when none is asked for, on every device. Not auto yet: compile (inductor's default mode) ran ResNet-50 bf16
-# 1.52x eager at batch 256 on the H200 and built in 15-21 s a size, but a server compiles every padded size before it
-# is ready and no served run over HTTP with it has been measured (benchmarks/serve-engine_h200_2026-12-02-run2.md).
-# On a CPU compile also costs more at start than it gains.
+# The engine when none is asked for, on every device. Not auto: compile (inductor's default mode) ran ResNet-50 bf16
+# 1.52x eager at batch 256 on the H200 alone, but over HTTP it served no more (8,044 req/s against eager's
+# 7,312-8,148: JPEG decoding is the slower stage there) and its first start took 107 s against 12-15 s
+# (benchmarks/serve-engine_h200_2026-12-02-run2.md, serve-decode_h200_2026-12-02.md). On a CPU compile also costs
+# more at start than it gains.
 DEFAULT_ENGINE = "eager"
 
 

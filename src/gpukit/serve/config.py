@@ -81,8 +81,7 @@ def resolve_decode(config: ServeConfig) -> ServeConfig:
     engines 4,261-4,698 and Pillow's 4,735-4,816; seed CNN 64 px: 8,863-9,754 against 8,120-8,191 and 7,460-7,890);
     on a CPU Pillow in the HTTP processes, which keeps ``gpukit predict``'s exact numbers. A named nvImageCodec
     decoder that is not installed is a ``ConfigError``."""
-    why = nvimgcodec_unavailable()
-    if config.decode.startswith("nvimgcodec") and why:
+    if config.decode.startswith("nvimgcodec") and (why := nvimgcodec_unavailable()):
         raise ConfigError(f"--decode {config.decode}: {why}", hint="or --decode nvjpeg / pil")
     if config.decode != "auto":
         return config

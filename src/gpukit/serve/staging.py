@@ -57,7 +57,7 @@ class _Slot:
 class Stager:
     """``prepare(items)`` → ``Staged``. One caller at a time (the batcher's preparing thread)."""
 
-    def __init__(self, size: int, max_batch: int, device: str, slots: int = 3, decode: str = "nvjpeg") -> None:
+    def __init__(self, size: int, max_batch: int, device: str, slots: int = 3) -> None:
         import torch
 
         self.size = size
@@ -68,7 +68,7 @@ class Stager:
         self.slots = [_Slot(max_batch, size, device) for _ in range(slots)] if self.cuda else []
         self.stream = torch.cuda.Stream(device=device) if self.cuda else None
         self._next = 0
-        self.decoder = BatchDecoder(decode, device, self.stream)
+        self.decoder = BatchDecoder("nvjpeg", device, self.stream)  # ModelRunner.warm_batch_decoder may replace it
 
     def prepare(self, items: list[np.ndarray | bytes]) -> Staged:
         import torch
