@@ -169,6 +169,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--budget-s", type=float, default=270.0, help="start no configuration after this many seconds")
     ap.add_argument("--skip-calibration", action="store_true")
+    ap.add_argument("--first", type=int, default=0, help="start at this configuration (0-based; the ones before "
+                    "were measured in an earlier call)")  # fmt: skip
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -190,7 +192,7 @@ def main() -> int:
             say("written")
         except Exception:  # the configurations are still worth measuring
             say("FAILED\n" + traceback.format_exc())
-    for i in range(len(CONFIGS)):
+    for i in range(args.first, len(CONFIGS)):
         if time.perf_counter() - t0 > args.budget_s:
             print(f"budget of {args.budget_s:.0f} s spent: {len(CONFIGS) - i} configurations not started", flush=True)
             break

@@ -250,7 +250,12 @@ def test_inputs_are_compared_bit_for_bit() -> None:
     b = a.copy()
     assert same_bits(a, b)
     b[-1] = np.nextafter(b[-1], np.float32(2))  # one ulp in the last element
+    assert not same_bits(a, b)  # the last 4 bytes are the tail after the 8-byte words
+    b = a.copy()
+    b[4_194_304] += 1.0  # inside the second chunk of words
     assert not same_bits(a, b)
+    h = np.array([1.0, 2.0, 3.0], dtype=np.float16)  # 6 bytes: tail only
+    assert same_bits(h, h.copy()) and not same_bits(h, np.array([1.0, 2.0, 4.0], dtype=np.float16))
     nan = np.array([np.nan, 0.0], dtype=np.float32)
     assert same_bits(nan, nan.copy()) and not same_bits(nan, np.array([np.nan, -0.0], dtype=np.float32))
     assert same_bits(np.arange(3, dtype=np.int64), np.arange(3, dtype=np.int32))  # read back in another dtype
