@@ -160,6 +160,9 @@ def test_quick_ceilings_are_measured_at_the_full_size(monkeypatch: pytest.Monkey
         assert c.measured_at["d2d_copy_gbps"] == "1GiB:float32" and c.measured_at["cpu_mem_gbps"] == "256MiB:float32"
     sizes = {q: sorted({label for qq, _, label, _ in seen if qq == q}) for q in (True, False)}
     assert sizes[True] == sizes[False] == ["1GiB:float32", "256MiB:float32"]
+    # the device copy: --quick stops at the first backend that measured it, the full run takes the best of both
+    d2d = {q: [name for qq, name, label, _ in seen if qq == q and label == "1GiB:float32"] for q in (True, False)}
+    assert d2d == {True: ["torch-cuda"], False: ["torch-cuda", "cupy"]}
 
 
 def test_a_smaller_honest_copy_above_a_larger_ceiling_is_not_impossible() -> None:
