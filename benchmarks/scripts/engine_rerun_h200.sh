@@ -29,6 +29,13 @@ cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to the output folder}"
 mkdir -p "$OUT"
 export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}"
+# The H200 image ships its packages without bytecode and sets PYTHONDONTWRITEBYTECODE=1: every process then compiled
+# torch & co. from source, 5.9 s of a `bench --quick` (engine-quick_h200_2026-12-02-run2.md). A pip install writes
+# the bytecode; give the runs the same, in a cache filled once (as train_h200.sh does).
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
+  export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/tmp/gpukit-pycache}
+  "${PYTHON:-python3}" -m compileall -q -j 0 $("${PYTHON:-python3}" -c "import sys; print(' '.join(p for p in sys.path if p.endswith('-packages')))") src >/dev/null 2>&1 || true
+fi
 PY=${PYTHON:-python3}
 REPS=${REPS:-20}
 PART=" ${PART:-all} "
