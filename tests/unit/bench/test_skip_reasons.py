@@ -107,3 +107,30 @@ def test_an_estimate_far_from_the_measured_call_is_shown(monkeypatch: pytest.Mon
         "mandelbrot torch-cpu 1536x1024x20: estimated 26.3 s per call before measuring, measured 1.03 s (26×)" in text
     )
     assert "numpy 1536x1024x20: estimated" not in text  # within 3× of what was measured
+
+
+def test_quick_runs_pure_python_at_the_first_size_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--quick: pure Python's Mandelbrot at the second size (4.2 s of an H200 host's 34 s) is a skipped row that says
+    why; the other backends keep both sizes, and a full run or an explicit --size measures Python at every size."""
+    from gpukit.bench import runner
+
+    def rows(**kw: object) -> list[runner.Row]:
+        req = BenchRequest(workloads=("mandelbrot",), backends=("python", "numpy"), device="cpu", **kw)  # type: ignore[arg-type]
+        return runner.plan(runner.resolve_workloads(req), req)
+
+    quick = rows(quick=True)
+    sizes = sorted({r.size.label for r in quick})
+    assert len(sizes) == 2
+    skipped = [(r.impl, r.size.label) for r in quick if r.skip is not None]
+    assert skipped == [("python", quick[-1].size.label)] and quick[-1].size.label != quick[0].size.label
+    assert all(r.skip is None for r in rows())  # the full run
+    assert all(r.skip is None for r in rows(quick=True, sizes=("seed", "64x64x200")))  # sizes named
+
+    row = next(r for r in quick if r.skip is not None)
+    result = runner._planned_skip(row)
+    assert (result.status, result.skip_cause) == ("skipped", "quick")
+    assert result.reason == "--quick runs pure Python at the first size only" and "--size" in (result.hint or "")
+    run = Run(id=None, started_at="t", duration_s=0.0, interrupted=False, machine={}, versions={}, settings={},
+              results=[result])  # fmt: skip
+    out = " ".join(_printed(run, monkeypatch).split())
+    assert "skipped" in out and "pure Python at the first size only" in out
