@@ -210,25 +210,24 @@ def _sweep_settings(run: Run, names: list[str], walls: dict[str, float]) -> None
         run.settings["gemm_check"] = "n ≥ 2048: the float64 reference and the check cover 256 evenly spaced rows of C"
 
 
-def _planned_skip(row: Row) -> Result:
-    """A row the plan left out (``Row.skip``), shown with its reason — or the reason it could never run here."""
-    if (never := cannot_run(row.workload, row.impl, row.size)) is not None:
-        return never
-    r = base_row(row.workload, row.impl, row.size, row.device)
-    r.status, r.reason, r.hint = "skipped", row.skip, "run without --quick, or name the size with --size"
-    r.skip_cause = "quick"
-    return r
-
-
-def _out_of_time(row: Row, reason: str) -> Result:
-    """A row the sweep had no time left for — unless it could never have run here: then that is its reason (a GPU
+def _not_measured(row: Row, reason: str, hint: str, cause: str) -> Result:
+    """A row left unmeasured for ``reason`` — unless it could never have run here: then that is its reason (a GPU
     row on a machine without one is not the budget's doing)."""
     if (never := cannot_run(row.workload, row.impl, row.size)) is not None:
         return never
     r = base_row(row.workload, row.impl, row.size, row.device)
-    r.status, r.reason, r.hint = "skipped", reason, "raise --sweep-budget, or sweep fewer workloads"
-    r.skip_cause = "sweep-budget"
+    r.status, r.reason, r.hint, r.skip_cause = "skipped", reason, hint, cause
     return r
+
+
+def _planned_skip(row: Row) -> Result:
+    """A row the plan left out (``Row.skip``), shown with its reason."""
+    return _not_measured(row, row.skip or "", "run without --quick, or name the size with --size", "quick")
+
+
+def _out_of_time(row: Row, reason: str) -> Result:
+    """A row the sweep had no time left for."""
+    return _not_measured(row, reason, "raise --sweep-budget, or sweep fewer workloads", "sweep-budget")
 
 
 def _measure_all(
