@@ -52,7 +52,7 @@ def parse_size(text: str) -> Size:
 
 
 def sizes(quick: bool) -> list[Size]:
-    if quick:  # 512² at 200 iterations: a quarter of 1024²'s CPU time (NumPy, torch-cpu: ~5 s of an H200 host's 40)
+    if quick:  # 512² at 200 iterations: a quarter of 1024²'s CPU time (NumPy, torch-cpu, numba-cpu: ~7 s of 40 there)
         return [parse_size(SEED_FRAME), parse_size("512x512x200")]
     return [parse_size(SEED_FRAME), parse_size("4096x4096x1000")]
 
