@@ -47,7 +47,7 @@ class Result:
     hint: str | None = None
     # why a row was not measured, as a word: "unavailable" (its backend cannot run here), "unsupported" (not at this
     # size or dtype), "estimate" (estimated past the budget), "sweep-budget" (the sweep's time ran out), "quick"
-    # (--quick's pure Python past a workload's first size); None else
+    # (--quick leaves pure Python out); None else
     skip_cause: str | None = None
     estimate_s: float | None = None  # the implementation's estimate of one call, made before measuring (skips use it)
     dtype: str | None = None

@@ -109,28 +109,31 @@ def test_an_estimate_far_from_the_measured_call_is_shown(monkeypatch: pytest.Mon
     assert "numpy 1536x1024x20: estimated" not in text  # within 3× of what was measured
 
 
-def test_quick_runs_pure_python_at_the_first_size_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """--quick: pure Python's Mandelbrot at the second size (4.2 s of an H200 host's 34 s) is a skipped row that says
-    why; the other backends keep both sizes, and a full run or an explicit --size measures Python at every size."""
+def test_quick_leaves_pure_python_out_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--quick: pure Python's rows (10.8 s of an H200 host's 34 s) are skipped rows that say why; the other backends
+    keep every size, and a full run, --backend python or an explicit --size measures Python at every size."""
     from gpukit.bench import runner
 
-    def rows(**kw: object) -> list[runner.Row]:
-        req = BenchRequest(workloads=("mandelbrot",), backends=("python", "numpy"), device="cpu", **kw)  # type: ignore[arg-type]
+    def rows(backends: tuple[str, ...] = (), **kw: object) -> list[runner.Row]:
+        req = BenchRequest(workloads=("mandelbrot", "vector-add"), backends=backends, device="cpu", **kw)  # type: ignore[arg-type]
         return runner.plan(runner.resolve_workloads(req), req)
 
     quick = rows(quick=True)
-    sizes = sorted({r.size.label for r in quick})
-    assert len(sizes) == 2
-    skipped = [(r.impl, r.size.label) for r in quick if r.skip is not None]
-    assert skipped == [("python", quick[-1].size.label)] and quick[-1].size.label != quick[0].size.label
+    assert len({(r.workload.name, r.size.label) for r in quick}) == 3  # mandelbrot's two sizes, vector-add's one
+    skipped = sorted((r.workload.name, r.impl, r.size.label) for r in quick if r.skip is not None)
+    python = sorted((r.workload.name, r.impl, r.size.label) for r in quick if r.impl == "python")
+    assert skipped == python and len(python) == 3
+    assert {r.impl for r in quick if r.skip is not None} == {"python"} and len(quick) > len(python)
     assert all(r.skip is None for r in rows())  # the full run
-    assert all(r.skip is None for r in rows(quick=True, sizes=("seed", "64x64x200")))  # sizes named
+    assert all(r.skip is None for r in rows(quick=True, sizes=("seed",)))  # sizes named
+    asked = rows(backends=("python", "numpy"), quick=True)  # pure Python asked for
+    assert {r.impl for r in asked} == {"python", "numpy"} and all(r.skip is None for r in asked)
 
     row = next(r for r in quick if r.skip is not None)
     result = runner._planned_skip(row)
     assert (result.status, result.skip_cause) == ("skipped", "quick")
-    assert result.reason == "--quick runs pure Python at the first size only" and "--size" in (result.hint or "")
+    assert result.reason == runner.QUICK_PYTHON_SKIP and "--backend python" in (result.hint or "")
     run = Run(id=None, started_at="t", duration_s=0.0, interrupted=False, machine={}, versions={}, settings={},
               results=[result])  # fmt: skip
     out = " ".join(_printed(run, monkeypatch).split())
-    assert "skipped" in out and "pure Python at the first size only" in out
+    assert "skipped" in out and "--quick leaves pure Python out" in out
