@@ -12,7 +12,10 @@ object radius quartile, by luminance contrast quartile, by class. As it ran for 
         '{"tag": "neutral", "gseed": 101, "held_seed": 101, "threads": 2}'
 
 Knobs: ``knobs`` (augmentation knobs on the default recipe), ``arch_spec`` ("base": small-cnn; or
-"g|max|16x2p0,32,64,128": widths, "xN" convolutions, "p0" no pool after that stage), ``steps``, ``mixup``.
+"g|max|16x2p0,32,64,128": widths, "xN" convolutions, "p0" no pool after that stage), ``steps``, ``mixup``, ``geom_p`` (the
+share of images resampled by the crop/shift; the rest pass as they are), ``mode`` (grid_sample's), ``ema`` (a decay: score the
+weights' moving average), ``device`` (cuda: the
+model in channels_last, as the CLI's; the augmentation's random draws stay on the CPU, as in the CLI).
 ``SCREEN_SRC=DIR``: import gpukit from DIR instead (the "before" rows ran on main's src at cba693d, the crop
 that only zooms in: ``git archive cba693d src | tar -x -C OLD`` then ``SCREEN_SRC=OLD/src``).
 A scratch tool (one-letter names as it ran); not part of the package.
@@ -101,12 +104,21 @@ def arch(spec):
     return nn.Sequential(*L, GP(), nn.Flatten(), nn.Dropout(0.2), nn.Linear(2 * c, 1))
 
 
+def affine(batch_u8, theta, mode):
+    if mode == "bilinear":
+        return apply_affine(batch_u8, theta)
+    x = batch_u8.float() / 255
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    return F.grid_sample(x, grid, mode=mode, padding_mode="border", align_corners=False).clamp_(0, 1)
+
+
 def logits(m, X):
     m.eval()
     with torch.no_grad():
-        out = torch.cat([m(torch.from_numpy(X[i : i + 100]).float() / 255) for i in range(0, len(X), 100)]).view(-1)
+        dev = next(m.parameters()).device
+        out = [m(torch.from_numpy(X[i : i + 100]).to(dev).float() / 255) for i in range(0, len(X), 100)]
     m.train()
-    return out
+    return torch.cat(out).view(-1).cpu()
 
 
 def score(out, Y):
@@ -129,6 +141,10 @@ def run(
     threads=1,
     tag="",
     mixup=0.0,
+    device="cpu",
+    geom_p=1.0,
+    mode="bilinear",
+    ema=0.0,
 ):
     torch.set_num_threads(threads)
     X, Y, R = gen_set(name, gseed, n_train)
@@ -139,10 +155,17 @@ def run(
     VX, VY = X[idx[:nv]], Y[idx[:nv]]
     X, Y = X[idx[nv:]], Y[idx[nv:]]
     torch.manual_seed(seed)
-    m = arch(arch_spec)
+    m = arch(arch_spec).to(device)
+    if device != "cpu":
+        m = m.to(memory_format=torch.channels_last)
     opt = torch.optim.AdamW(m.parameters(), lr=lr, weight_decay=wd)
-    Xt = torch.from_numpy(X)
-    Yt = torch.from_numpy(Y)
+    train_m = m
+    if ema:  # validate, choose and score the exponential moving average of the weights (and BN statistics)
+        from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+        m = AveragedModel(train_m, multi_avg_fn=get_ema_multi_avg_fn(ema), use_buffers=True)
+    Xt = torch.from_numpy(X).to(device)
+    Yt = torch.from_numpy(Y).to(device)
     cfg = recipe("default", **(knobs or {}))
     spe = len(Xt) // 32
     epochs = -(-steps // spe)
@@ -154,23 +177,30 @@ def run(
     for ep in range(epochs):
         g = torch.Generator().manual_seed(seed * 1_000_003 + ep)
         perm = torch.randperm(len(Xt), generator=g)[: spe * 32].view(spe, 32)
-        th = draw_thetas(spe * 32, cfg, g).view(spe, 32, 2, 3)
-        jt = draw_jitter(spe * 32, cfg, g).view(spe, 32, 3)
+        perm = perm.to(device)
+        th = draw_thetas(spe * 32, cfg, g)
+        if geom_p < 1:  # the rest of the images pass unresampled (identity), as crisp as the held-out ones
+            keep = torch.rand(spe * 32, generator=g) >= geom_p
+            th[keep] = torch.tensor([[1.0, 0, 0], [0, 1.0, 0]])
+        th = th.view(spe, 32, 2, 3).to(device)
+        jt = draw_jitter(spe * 32, cfg, g).view(spe, 32, 3).to(device)
         for i in range(spe):
             for gr in opt.param_groups:
                 gr["lr"] = lr_at(s, total, lr, "cosine", 0.05)
             b = perm[i]
-            x = apply_jitter(apply_affine(Xt[b], th[i]), jt[i])
+            x = apply_jitter(affine(Xt[b], th[i], mode), jt[i])
             y = Yt[b].float() * (1 - ls) + ls / 2
             if mixup:
                 lam = float(np.random.default_rng(s).beta(mixup, mixup))
                 p = torch.roll(torch.arange(32), 1)
                 x = lam * x + (1 - lam) * x[p]
                 y = lam * y + (1 - lam) * y[p]
-            loss = F.binary_cross_entropy_with_logits(m(x).view(-1), y)
+            loss = F.binary_cross_entropy_with_logits(train_m(x).view(-1), y)
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if ema:
+                m.update_parameters(train_m)
             s += 1
         if ep % every == every - 1 or ep == epochs - 1:
             _, vl = score(logits(m, VX), VY)
@@ -178,7 +208,18 @@ def run(
                 best = (vl, copy.deepcopy(m.state_dict()), ep + 1)
     dt = time.perf_counter() - t0
     r = dict(
-        tag=tag, set=name, gseed=gseed, n_train=len(X), arch=arch_spec, knobs=knobs, steps=total, seed=seed, mixup=mixup
+        tag=tag,
+        set=name,
+        gseed=gseed,
+        n_train=len(X),
+        arch=arch_spec,
+        knobs=knobs,
+        steps=total,
+        seed=seed,
+        mixup=mixup,
+        geom_p=geom_p,
+        mode=mode,
+        ema=ema,
     )
     r["held_last"], _ = score(logits(m, HX), HY)
     m.load_state_dict(best[1])

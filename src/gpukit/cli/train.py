@@ -151,7 +151,10 @@ def _train_command(
     saturation: float | None = typer.Option(None, "--saturation", help="Saturation factor range [1-c, 1+c] (0.3)."),
     crop: float | None = typer.Option(None, "--crop", help="Random crop: window area share in [c, 1/c] (0.8; 1: off)."),
     shift: float | None = typer.Option(None, "--shift", help="Random shift: up to this share of the side (0.1)."),
-    min_steps: int = typer.Option(1200, "--min-steps", help="At least this many optimizer steps (adds epochs)."),
+    geometry_p: float | None = typer.Option(
+        None, "--geometry-p", help="Share of images cropped/shifted (0.5); the rest pass unresampled."
+    ),
+    min_steps: int = typer.Option(3600, "--min-steps", help="At least this many optimizer steps (adds epochs)."),
     schedule: str = typer.Option("cosine", "--schedule", help="Learning rate: cosine, one-cycle or constant."),
     warmup: float = typer.Option(0.05, "--warmup", help="Share of the steps spent warming up (cosine)."),
     min_delta: float = typer.Option(1e-3, "--min-delta", help="Val-loss gain that makes a new best epoch."),
@@ -170,7 +173,7 @@ def _train_command(
     started = _process_start()
     aug = recipe("none" if no_augment else augment, hflip=hflip, shear_deg=shear_deg, zoom=zoom,
                  rotation_deg=rotation_deg, colour=colour, contrast=contrast, saturation=saturation, crop=crop,
-                 shift=shift)  # fmt: skip
+                 shift=shift, geometry_p=geometry_p)  # fmt: skip
     cfg = TrainConfig(data=data, model=model, epochs=epochs, batch_size=batch_size, image_size=image_size, lr=lr,
                       weight_decay=weight_decay, label_smoothing=label_smoothing,
                       device=device, seed=seed, out=out, resume=resume, val_fraction=val_fraction, workers=workers,

@@ -49,7 +49,7 @@ class TrainConfig:
     # were at chance after 400 steps and 96 % held out after 2,000 (benchmarks/train-recipe_*-run2). With the
     # full-resolution first stage (models.py) 1,200 reached 0.98-0.99 on separately generated shapes sets at about
     # the CPU time 2,000 steps of the first small-cnn took (benchmarks/train-recipe_cpu_2026-12-02.md)
-    min_steps: int = 1200
+    min_steps: int = 3600
     schedule: str = "cosine"  # learning rate: warm-up then cosine decay; one-cycle; constant (the seed's)
     warmup: float = 0.05  # share of the steps spent warming up (cosine)
     min_delta: float = 1e-3  # "best" needs a validation loss lower by more than this; ties go to the earlier epoch

@@ -71,7 +71,7 @@ def load_model(path: Path, device: str = "cpu") -> LoadedModel:
     meta = model_meta(state, json_path)
     weights = {k.removeprefix("model."): v for k, v in tensors.items() if not k.startswith("optim.")}
     layout = small_cnn_layout(weights) if meta.model == "small-cnn" else None
-    net = build_model(meta.model, meta.image_size, len(meta.classes), full_res_convs=layout)
+    net = build_model(meta.model, meta.image_size, len(meta.classes), layout=layout)
     load_weights(net, weights, json_path)
     net.to(device).eval()
     return LoadedModel(net, meta.model, meta.classes, meta.image_size, json_path)

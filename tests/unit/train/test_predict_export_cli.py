@@ -117,9 +117,10 @@ def test_train_command_builds_only_its_own_cli_module() -> None:
     assert out == "['export', 'predict', 'train'] False"
 
 
-def test_a_small_cnn_checkpoint_of_the_first_layout_still_loads(tmp_path: Path) -> None:
-    """Checkpoints written before small-cnn's second full-resolution convolution (one conv in its first stage) load
-    as that network, with their own weights, not as a mismatch."""
+@pytest.mark.parametrize("convs", [1, 2])
+def test_a_small_cnn_checkpoint_of_an_earlier_layout_still_loads(tmp_path: Path, convs: int) -> None:
+    """Checkpoints written before today's small-cnn (24-48-96-192 channels, with one or two convolutions in its
+    first stage) load as that network, with their own weights, not as a mismatch."""
     from train_testdata import make_folder
 
     from gpukit.train import checkpoint
@@ -132,7 +133,7 @@ def test_a_small_cnn_checkpoint_of_the_first_layout_still_loads(tmp_path: Path) 
     train(cfg)
     tensors, state = checkpoint.load(tmp_path / "run" / "best.json")
     torch.manual_seed(3)
-    old = small_cnn(2, full_res_convs=1).eval()
+    old = small_cnn(2, widths=(24, 48, 96, 192), full_res_convs=convs).eval()
     old_tensors = {f"model.{k}": v for k, v in old.state_dict().items()}
     assert set(old_tensors) != {k for k in tensors if k.startswith("model.")}  # the layouts differ
     body = {k: v for k, v in state.items() if k not in ("tensors_file", "tensors_sha256", "meta_sha256")}
@@ -142,4 +143,4 @@ def test_a_small_cnn_checkpoint_of_the_first_layout_still_loads(tmp_path: Path) 
     x = torch.rand(4, 3, 16, 16)
     with torch.no_grad():
         assert torch.equal(loaded.net(x), old(x))
-    assert sum(isinstance(m, torch.nn.Conv2d) for m in loaded.net) == 4
+    assert sum(isinstance(m, torch.nn.Conv2d) for m in loaded.net) == 3 + convs

@@ -23,7 +23,8 @@ def _flipped(cfg: AugmentConfig, n: int = 4000) -> float:
 def test_the_flip_is_off_by_default_and_on_in_the_seed_recipe() -> None:
     assert AugmentConfig().hflip is False and recipe("default").hflip is False
     assert _flipped(recipe("default")) == 0.0
-    seed = AugmentConfig(shear_deg=0.2, zoom=0.2, hflip=True, colour=0, crop=1, shift=0, contrast=0, saturation=0)
+    seed = AugmentConfig(shear_deg=0.2, zoom=0.2, hflip=True, colour=0, crop=1, shift=0, contrast=0, saturation=0,
+                         geometry_p=1.0)  # fmt: skip
     assert recipe("seed") == seed  # the article's recipe, as written: no crop, shift or jitter
     assert recipe("classic") == AugmentConfig(**{**seed.__dict__, "hflip": False})
     assert 0.47 < _flipped(recipe("seed")) < 0.53
@@ -65,13 +66,37 @@ def test_the_default_crop_keeps_object_sizes_as_the_data_has_them() -> None:
     its own size."""
     x = torch.zeros(2000, 3, 48, 48, dtype=torch.uint8)
     x[:, :, 20:28, 20:28] = 255  # an 8x8 square in the middle: the shift cannot move it out
-    theta = draw_thetas(
-        len(x), recipe("default", colour=0.0, contrast=0.0, saturation=0.0), torch.Generator().manual_seed(4)
-    )
+    cfg = recipe("default", colour=0.0, contrast=0.0, saturation=0.0, geometry_p=1.0)  # every image cropped
+    theta = draw_thetas(len(x), cfg, torch.Generator().manual_seed(4))
     ratio = apply_affine(x, theta)[:, 0].sum((1, 2)) / 64.0  # the square's area out / in
     assert abs(float(ratio.log().mean())) < 0.02
     assert 0.45 < float((ratio > 1).float().mean()) < 0.55
     assert float(ratio.min()) < 0.85 and float(ratio.max()) > 1.15
+
+
+def test_the_default_resamples_half_the_images_and_passes_the_rest_as_they_are() -> None:
+    """Issue 23: resampling at sub-pixel offsets blurs a 4-8 px object's corners, and the images a model is asked
+    about are sharp. The default crops and shifts half the images; the other half come out bit for bit (as floats
+    in [0, 1]). ``geometry_p`` is drawn after everything else, so the images it keeps get the draws they had."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randint(0, 256, (2000, 3, 16, 16), dtype=torch.uint8, generator=g)
+    assert recipe("default").geometry_p == 0.5 and recipe("seed").geometry_p == recipe("classic").geometry_p == 1.0
+    theta = draw_thetas(len(x), recipe("default"), torch.Generator().manual_seed(6))
+    identity = (theta == torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])).flatten(1).all(1)
+    assert 0.46 < float(identity.float().mean()) < 0.54
+    out = apply_affine(x, theta)
+    torch.testing.assert_close(out[identity], x[identity].float() / 255, atol=1e-6, rtol=0)
+    assert bool(((out[~identity] - x[~identity].float() / 255).abs().amax((1, 2, 3)) > 0.05).all())
+    every = draw_thetas(len(x), recipe("default", geometry_p=1.0), torch.Generator().manual_seed(6))
+    assert torch.equal(theta[~identity], every[~identity])  # the same crops and shifts where they apply
+    none = draw_thetas(64, recipe("default", geometry_p=0.0), torch.Generator().manual_seed(6))
+    assert torch.equal(none, torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]).expand(64, 2, 3))
+    # the flip is an exact mirror: it stays on the images that are not resampled (half the images mirrored still)
+    flips = draw_thetas(4000, recipe("default", hflip=True, geometry_p=0.0), torch.Generator().manual_seed(6))
+    assert 0.47 < float((flips[:, 0, 0] < 0).float().mean()) < 0.53
+    assert torch.equal(flips[:, 0, 0].abs(), torch.ones(4000)) and not flips[:, :, 2].any()
+    with pytest.raises(ConfigError, match="--geometry-p"):
+        recipe("default", geometry_p=1.5)
 
 
 def test_rotation_and_colour_knobs() -> None:
