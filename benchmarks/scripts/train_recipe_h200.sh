@@ -51,7 +51,7 @@ for spec in "${lanes[@]}"; do
 done
 pin 8-15 timeout "${ALONE_S:-40}" python3 $R --data-dir "$RECIPE_DATA" --device cuda --hardware h200 \
   --suffix="$SUFFIX-alone" --recipes default --seeds 0 --alone-seeds 0 --only-alone \
-  --datasets shapes-circle-square digits-5 --out "$OUT" >"$OUT/gpu-alone.log" 2>&1
+  --datasets ${ALONE_SETS:-lfw-faces shapes-small} --out "$OUT" >"$OUT/gpu-alone.log" 2>&1
 date -u +"alone %T" | tee -a "$OUT/timeline.log"
 pin 14,15 timeout 100 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_train_gpu.py \
   >"$OUT/gpu-tests.log" 2>&1 &
