@@ -82,7 +82,9 @@ class AugmentConfig:
         for name, low, high in _RANGES:
             value = getattr(self, name)
             if not low <= value <= high:  # NaN fails too
-                raise ConfigError(f"--{name.replace('_', '-')} must be in [{low}, {high}], not {value}")
+                flag, usual = f"--{name.replace('_', '-')}", getattr(RECIPES["default"], name)
+                raise ConfigError(f"{flag} must be in [{low}, {high}], not {value}",
+                                  hint=f"the default recipe uses {flag} {usual}")  # fmt: skip
 
     @property
     def jitters(self) -> bool:

@@ -46,9 +46,9 @@ class TrainConfig:
     log_every: int = 50  # steps between progress events
     # at least this many optimizer steps: a small set gets more epochs (schedule.py). A few hundred images trained
     # from scratch memorise first and generalise only later: circles vs squares at random places, colours and sizes
-    # were at chance after 400 steps and 96 % held out after 2,000 (benchmarks/train-recipe_*-run2). With the
-    # full-resolution first stage (models.py) 1,200 reached 0.98-0.99 on separately generated shapes sets at about
-    # the CPU time 2,000 steps of the first small-cnn took (benchmarks/train-recipe_cpu_2026-12-02.md)
+    # were at chance after 400 steps and 96 % held out after 2,000 (benchmarks/train-recipe_*-run2). 4-8 px objects
+    # kept improving up to 3,600 (0.950 at 1,200, 0.970 at 3,600 on separately generated sets), which the narrower
+    # small-cnn (models.py) fits in a 2-core CPU's 5 minutes (benchmarks/train-recipe-screen_h200_2026-12-03.md)
     min_steps: int = 3600
     schedule: str = "cosine"  # learning rate: warm-up then cosine decay; one-cycle; constant (the seed's)
     warmup: float = 0.05  # share of the steps spent warming up (cosine)

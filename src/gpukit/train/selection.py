@@ -105,6 +105,6 @@ def generalisation(history: list[EpochMetrics], chance: float | None, n_val: int
     return NOT_GENERALISED, (
         f"did not generalise: {what} while the training accuracy reached {last.train_accuracy:.3f} — the model "
         "memorised its training images. Try: more images per class; the default recipe (--augment default, "
-        "--model small-cnn) if you changed it; more steps (--min-steps 3000); check that each class folder holds "
+        "--model small-cnn) if you changed it; more steps (--min-steps 7200); check that each class folder holds "
         "what its name says"
     )

@@ -95,8 +95,9 @@ def test_the_default_resamples_half_the_images_and_passes_the_rest_as_they_are()
     flips = draw_thetas(4000, recipe("default", hflip=True, geometry_p=0.0), torch.Generator().manual_seed(6))
     assert 0.47 < float((flips[:, 0, 0] < 0).float().mean()) < 0.53
     assert torch.equal(flips[:, 0, 0].abs(), torch.ones(4000)) and not flips[:, :, 2].any()
-    with pytest.raises(ConfigError, match="--geometry-p"):
+    with pytest.raises(ConfigError, match=r"--geometry-p must be in \[0, 1\]") as bad:
         recipe("default", geometry_p=1.5)
+    assert bad.value.hint == "the default recipe uses --geometry-p 0.5"
 
 
 def test_rotation_and_colour_knobs() -> None:
