@@ -101,7 +101,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("ntb")
     data = make_folder(root / "data", per_class=6, size=16, junk=False)
     run_dir = root / "run"
-    train(TrainConfig(data=data, out=run_dir, model="seed-cnn", epochs=1, batch_size=4, image_size=16, device="cpu"))
+    train(TrainConfig(data=data, out=run_dir, model="seed-cnn", epochs=1, batch_size=4, image_size=16, device="cpu",
+                      min_steps=0))  # fmt: skip
     (root / "empty").mkdir()
     (root / "garbage.db").write_bytes(b"this is not an SQLite file" * 40)
     (root / "bad.json").write_text("{not json")
