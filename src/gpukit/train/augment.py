@@ -16,8 +16,8 @@ Recipes (``--augment``):
   digits, text, many medical and satellite images are not mirror-symmetric (Keras, too, flips only when asked).
   The crop and shift apply to **half** the images (``geometry_p``); the other half pass unresampled, as sharp as
   the images the model will be asked about: resampling at sub-pixel offsets blurs every training image, and a
-  4–8 px object's corners are what tells a square from a triangle (0.964 → 0.974 held out, mean of twelve runs on
-  three separately generated sets; ``benchmarks/train-recipe-screen_h200_2026-12-03.md``).
+  4–8 px object's corners are what tells a square from a triangle (0.964 → 0.970–0.974 held out, mean of twelve runs
+  on three separately generated sets, twice; ``benchmarks/train-recipe-screen_h200_2026-12-03.md``).
   The crop zooms out as often and as far as in: a crop that only zooms in (80–100 % of the area, gpukit's first
   default) shows the net every object larger than the data holds it, and the smallest objects of a class at test
   time were then outside what it trained on (4–8 px squares vs triangles: 0.92 → 0.97 held out on a separately

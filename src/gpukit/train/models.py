@@ -22,7 +22,8 @@ __all__ = ["DEFAULT_MODEL", "MODEL_NAMES", "build_model", "seed_cnn", "seed_mlp"
 
 # 16 wide at full resolution, doubling each stage: widths that are multiples of 16 suit the CPU's convolution kernels
 # (a training step at batch 32 on 2 cores: 54-62 ms, against 137-180 ms for the 24-48-96-192 of before, which has
-# 2.2x the FLOPs), so the step budget that small objects need fits the CPU's time (benchmarks/train-recipe_*-run5)
+# 2.2x the FLOPs), so the step budget that small objects need fits the CPU's time
+# (benchmarks/train-recipe-screen_h200_2026-12-03.md; the recipe's table: train-recipe_*_2026-12-03-run5.md)
 SMALL_CNN_WIDTHS = (16, 32, 64, 128)
 SMALL_CNN_FULL_RES_CONVS = 2  # convolutions before the first pool; 1 was the first small-cnn (issue 23)
 
