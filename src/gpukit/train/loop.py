@@ -111,12 +111,12 @@ class _Run:
         ident = {"model": cfg.model, "image_size": cfg.image_size, "classes": self.data.classes, "seed": cfg.seed,
                  "steps_per_epoch": p.steps, "global_batch": p.global_batch}  # fmt: skip
         self.files = RunFiles(self.run_dir, info.is_main, ident, checkpoint_every_s=cfg.checkpoint_every_s)
-        settings = {**cfg.to_dict(), "world_size": info.world_size, "planned_epochs": self.epochs}
-        self.files.write_start(settings, self.data.skipped)
+        self.settings = {**cfg.to_dict(), "world_size": info.world_size, "planned_epochs": self.epochs}
 
     # -- the run -------------------------------------------------------------------------------------------
     def run(self) -> TrainResult:
-        point = self._resume()
+        point = self._resume()  # first: a run folder that cannot be resumed is left as it was, settings.json too
+        self.files.write_start(self.settings, self.data.skipped)
         history = point.history if point else []
         start_epoch, start_step = (point.epoch, point.step) if point else (0, 0)
         carried = point.carried if point else (0.0, 0)
@@ -160,6 +160,7 @@ class _Run:
             return None
         from gpukit.train.checkpoint import restore_optimizer
 
+        _check_layout(self.cfg.model, point)
         load_weights(self.parts.net, point.model_state, point.source)
         try:
             restore_optimizer(self.parts.optimizer, point.optimizer_state)
@@ -349,3 +350,21 @@ def _local_world() -> int:
     import os
 
     return int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+
+
+def _check_layout(model: str, point: ResumePoint) -> None:
+    """A small-cnn checkpoint of an earlier default layout loads for predict, export and serve, but a run resumes
+    only on the network it was trained with: say so, rather than a tensor-size mismatch."""
+    from gpukit.errors import ConfigError
+    from gpukit.train.models import SMALL_CNN_FULL_RES_CONVS, SMALL_CNN_WIDTHS, small_cnn_layout
+
+    if model != "small-cnn":
+        return
+    widths, convs = small_cnn_layout(point.model_state)
+    if (widths, convs) != (SMALL_CNN_WIDTHS, SMALL_CNN_FULL_RES_CONVS):
+        raise ConfigError(
+            f"cannot resume {point.source}: it is a small-cnn of an earlier gpukit ({'-'.join(map(str, widths))} "
+            f"channels, {convs} full-resolution convolution{'s' if convs > 1 else ''}); this one trains "
+            f"{'-'.join(map(str, SMALL_CNN_WIDTHS))} with {SMALL_CNN_FULL_RES_CONVS}",
+            hint="start a new run (its checkpoints still work with gpukit predict, export and serve)",
+        )

@@ -129,8 +129,12 @@ def test_resume_falls_back_past_a_corrupt_checkpoint(image_folder: Path, tmp_pat
 
 def test_resume_refuses_other_settings(image_folder: Path, tmp_path: Path) -> None:
     train(_cfg(image_folder, tmp_path / "run", epochs=1))
-    with pytest.raises(ConfigError, match="global_batch"):
+    settings = (tmp_path / "run" / "settings.json").read_bytes()
+    with pytest.raises(ConfigError, match="global_batch") as err:
         train(_cfg(image_folder, tmp_path / "run", resume=True, batch_size=4))
+    # the hint points at settings.json: it still holds the original run's settings, not the refused ones
+    assert "settings.json" in (err.value.hint or "")
+    assert (tmp_path / "run" / "settings.json").read_bytes() == settings
 
 
 def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:

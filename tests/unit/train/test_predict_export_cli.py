@@ -144,3 +144,28 @@ def test_a_small_cnn_checkpoint_of_an_earlier_layout_still_loads(tmp_path: Path,
     with torch.no_grad():
         assert torch.equal(loaded.net(x), old(x))
     assert sum(isinstance(m, torch.nn.Conv2d) for m in loaded.net) == 3 + convs
+
+
+def test_resuming_a_run_of_an_earlier_small_cnn_says_so_and_changes_nothing(tmp_path: Path) -> None:
+    """A run folder written by an earlier gpukit (24-48-96-192 channels) cannot be resumed on today's network: the
+    error names both layouts and exits 2 (ConfigError), and the run folder's files are left as they were."""
+    from train_testdata import make_folder
+
+    from gpukit.errors import ConfigError
+    from gpukit.train import checkpoint
+    from gpukit.train.models import small_cnn
+
+    data = make_folder(tmp_path / "data")
+    cfg = dict(data=data, out=tmp_path / "run", model="small-cnn", epochs=1, batch_size=8, image_size=16,
+               device="cpu", min_steps=0)  # fmt: skip
+    train(TrainConfig(**cfg))
+    old = {f"model.{k}": v for k, v in small_cnn(2, widths=(24, 48, 96, 192)).state_dict().items()}
+    for js in (tmp_path / "run" / "checkpoints").glob("*.json"):  # what an earlier gpukit's run folder holds
+        tensors, state = checkpoint.load(js)
+        body = {k: v for k, v in state.items() if k not in ("tensors_file", "tensors_sha256", "meta_sha256")}
+        checkpoint.save(js.parent, js.stem, {k: v for k, v in tensors.items() if k.startswith("optim.")} | old, body)
+    before = {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()}
+    with pytest.raises(ConfigError, match=r"earlier gpukit \(24-48-96-192 channels, 2 .*16-32-64-128") as err:
+        train(TrainConfig(**{**cfg, "epochs": 2, "resume": True}))
+    assert "predict, export and serve" in (err.value.hint or "")
+    assert {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()} == before
