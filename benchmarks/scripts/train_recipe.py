@@ -13,7 +13,7 @@ The recipes, each a `python -m gpukit train DATA ...` command in a process of it
   Adam 1e-3 without weight decay or label smoothing, ≥ 500 steps, warm-up + cosine;
 - ``crop-0.5``, ``size-128``, ``steps-2000`` (only when asked): the default with a crop down to half the area (the
   first value tried), with ``--image-size 128`` (small objects get twice the pixels), and with the 2,000 steps the
-  first small-cnn took (``--min-steps 2000``; the default is 1,200).
+  first small-cnn took (``--min-steps 2000``; the default was 1,200 then and is 3,600 since run 5).
 Each run is scored with ``gpukit.train.predict`` on the held-out images with its ``best`` checkpoint (what the
 user gets); ``last`` is recorded too.
 
