@@ -356,12 +356,12 @@ def _check_layout(model: str, point: ResumePoint) -> None:
     """A small-cnn checkpoint of an earlier default layout loads for predict, export and serve, but a run resumes
     only on the network it was trained with: say so, rather than a tensor-size mismatch."""
     from gpukit.errors import ConfigError
-    from gpukit.train.models import SMALL_CNN_FULL_RES_CONVS, SMALL_CNN_WIDTHS, small_cnn_layout
+    from gpukit.train.models import SMALL_CNN_FULL_RES_CONVS, SMALL_CNN_LAYOUT, SMALL_CNN_WIDTHS, small_cnn_layout
 
     if model != "small-cnn":
         return
     widths, convs = small_cnn_layout(point.model_state)
-    if (widths, convs) != (SMALL_CNN_WIDTHS, SMALL_CNN_FULL_RES_CONVS):
+    if (widths, convs) != SMALL_CNN_LAYOUT:
         raise ConfigError(
             f"cannot resume {point.source}: it is a small-cnn of an earlier gpukit ({'-'.join(map(str, widths))} "
             f"channels, {convs} full-resolution convolution{'s' if convs > 1 else ''}); this one trains "

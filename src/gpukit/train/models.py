@@ -26,6 +26,7 @@ __all__ = ["DEFAULT_MODEL", "MODEL_NAMES", "build_model", "seed_cnn", "seed_mlp"
 # (benchmarks/train-recipe-screen_h200_2026-12-03.md; the recipe's table: train-recipe_*_2026-12-03-run5.md)
 SMALL_CNN_WIDTHS = (16, 32, 64, 128)
 SMALL_CNN_FULL_RES_CONVS = 2  # convolutions before the first pool; 1 was the first small-cnn (issue 23)
+SMALL_CNN_LAYOUT = (SMALL_CNN_WIDTHS, SMALL_CNN_FULL_RES_CONVS)  # what build_model makes, small_cnn_layout reads
 
 
 def _outputs(num_classes: int) -> int:
@@ -106,7 +107,7 @@ def small_cnn_layout(weights: Mapping[str, Any]) -> tuple[tuple[int, ...], int]:
                    if getattr(v, "ndim", 0) == 4 and k.split(".")[0].isdigit())  # fmt: skip
     outs = [width for _, width in convs]
     if not outs:
-        return SMALL_CNN_WIDTHS, SMALL_CNN_FULL_RES_CONVS
+        return SMALL_CNN_LAYOUT
     widths = tuple(dict.fromkeys(outs))
     return widths, outs.count(widths[0])
 
@@ -118,7 +119,7 @@ def build_model(name: str, image_size: int = 64, num_classes: int = 2,
     if name == "seed-cnn":
         return seed_cnn(image_size=image_size, num_classes=num_classes)
     if name == "small-cnn":
-        widths, full_res_convs = layout or (SMALL_CNN_WIDTHS, SMALL_CNN_FULL_RES_CONVS)
+        widths, full_res_convs = layout or SMALL_CNN_LAYOUT
         if image_size < 2 ** len(widths):
             raise ValueError(f"small-cnn needs an image size of at least {2 ** len(widths)}, got {image_size}")
         return small_cnn(num_classes=num_classes, widths=widths, full_res_convs=full_res_convs)
