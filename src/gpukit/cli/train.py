@@ -97,7 +97,9 @@ class _Progress:
 
     def _start(self, event: dict[str, Any]) -> None:
         self.steps, self.epochs = event["steps"], event["epochs"]
-        self.every = max(1, -(-self.epochs // SHOWN_EPOCHS))  # a small set's 200 short epochs: every 8th line
+        # a small set's 200 short epochs: every 8th line, rounded up to a multiple of the validation cadence
+        val_every = event.get("val_every", 1)
+        self.every = val_every * -(-max(1, -(-self.epochs // SHOWN_EPOCHS)) // val_every)
         if not self.console.is_terminal or self.task is not None:
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -159,6 +161,9 @@ def _train_command(
     warmup: float = typer.Option(0.05, "--warmup", help="Share of the steps spent warming up (cosine)."),
     min_delta: float = typer.Option(1e-3, "--min-delta", help="Val-loss gain that makes a new best epoch."),
     patience: int = typer.Option(0, "--patience", help="Stop after N epochs without a new best (0: never)."),
+    val_every: int = typer.Option(
+        0, "--val-every", help="Validate every N epochs, the first and the last (0: about every 30 steps)."
+    ),
     checkpoint_every_s: float = typer.Option(
         30.0, "--checkpoint-every-s", help="Least seconds between checkpoints after epochs (0: every epoch)."
     ),
@@ -180,7 +185,7 @@ def _train_command(
                       cache=cache, amp=amp, compile=compile_, cuda_graphs=cuda_graphs,
                       cudnn_benchmark=cudnn_benchmark, channels_last=channels_last, weights=weights, augment=aug,
                       min_steps=min_steps, schedule=schedule, warmup=warmup, min_delta=min_delta,
-                      patience=patience, checkpoint_every_s=checkpoint_every_s)  # fmt: skip
+                      patience=patience, val_every=val_every, checkpoint_every_s=checkpoint_every_s)  # fmt: skip
     progress = _Progress(quiet or as_json)
     try:
         result = train(cfg, on_event=progress, started_at=started)
@@ -197,10 +202,12 @@ def _train_command(
 
 
 def _shown_epochs(result: Any) -> list[Any]:
-    """The epochs the summary table shows: all of up to SHOWN_EPOCHS, else every n-th, the best and the last."""
-    every = max(1, -(-len(result.epochs) // SHOWN_EPOCHS))
+    """The epochs the summary table shows: all of up to SHOWN_EPOCHS, else every n-th, the best and the last; of
+    the validated epochs when some were not (--val-every)."""
+    pool = [m for m in result.epochs if m.val_loss is not None] or result.epochs
+    every = max(1, -(-len(pool) // SHOWN_EPOCHS))
     last = len(result.epochs)
-    return [m for m in result.epochs if m.epoch % every == 0 or m.epoch in (1, last, result.best_epoch)]
+    return [m for i, m in enumerate(pool, 1) if i % every == 0 or m.epoch in (1, last, result.best_epoch)]
 
 
 def _print_summary(result: Any) -> None:

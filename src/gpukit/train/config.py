@@ -54,6 +54,7 @@ class TrainConfig:
     warmup: float = 0.05  # share of the steps spent warming up (cosine)
     min_delta: float = 1e-3  # "best" needs a validation loss lower by more than this; ties go to the earlier epoch
     patience: int = 0  # stop after this many epochs without such an improvement; 0 = never stop early
+    val_every: int = 0  # validate every N epochs (and the first and last); 0: about every 30 steps (selection.py)
     checkpoint_every_s: float = 30.0  # checkpoints after an epoch at most this often, and at the end (saving.py)
 
     def validate(self) -> None:
@@ -62,7 +63,7 @@ class TrainConfig:
         for name in ("epochs", "batch_size", "image_size", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1")
-        for name in ("seed", "min_steps", "patience"):
+        for name in ("seed", "min_steps", "patience", "val_every"):
             if getattr(self, name) < 0:
                 hint = "--seed takes a whole number from 0 to 2**63-1" if name == "seed" else None
                 raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more, not {getattr(self, name)}", hint=hint)

@@ -105,6 +105,11 @@ class _Run:
         if self.epochs > cfg.epochs:
             self.notes.append(f"{self.epochs} epochs instead of {cfg.epochs}: {p.steps} steps an epoch, and "
                               f"--min-steps asks for at least {cfg.min_steps} steps")  # fmt: skip
+        self.val_every = selection.validation_every(cfg.val_every, p.steps)
+        if len(self.data.val) and not all(selection.validates(e, self.val_every, self.epochs)
+                                          for e in range(1, self.epochs + 1)):  # fmt: skip
+            self.notes.append(f"validated every {self.val_every} epochs (and the first and last): an epoch is "
+                              f"{p.steps} steps; --val-every sets it")  # fmt: skip
         if (warning := selection.small_val_warning(len(self.data.val))) is not None:
             self.warnings.append(warning)
         self.identity = RunIdentity(cfg.model, cfg.seed, p.global_batch, cfg.image_size, self.data.classes, p.steps)
@@ -124,7 +129,8 @@ class _Run:
         self.result.epochs = history
         old = self._install_signals()
         self.emit({"kind": "start", "epochs": self.epochs, "steps": self.parts.steps, "epoch": start_epoch,
-                   "step": start_step, "global_batch": self.parts.global_batch})  # fmt: skip
+                   "step": start_step, "global_batch": self.parts.global_batch,
+                   "val_every": self.val_every})  # fmt: skip
         try:
             graph_pending = self._want_graph()
             for epoch in range(start_epoch, self.epochs):
@@ -283,7 +289,9 @@ class _Run:
         seen = p.steps * p.global_batch
         total_loss, total_hits = sums[0].item() + carried[0], sums[1].item() + carried[1]
         t0 = time.perf_counter()
-        scores = evaluate(p.net, self.data.val, p.device, self.info, self.cfg.channels_last)
+        scores = None
+        if selection.validates(epoch + 1, self.val_every, self.epochs):
+            scores = evaluate(p.net, self.data.val, p.device, self.info, self.cfg.channels_last)
         self.times.validate_s += time.perf_counter() - t0
         images = max(0, p.steps - start_step) * p.global_batch
         rate = images / epoch_s if epoch_s > 0 else 0.0

@@ -19,7 +19,7 @@ METRIC_FIELDS = list(EpochMetrics.__dataclass_fields__)
 
 def epoch_line(m: EpochMetrics) -> str:
     """One human-readable line per epoch: the numbers the progress bar shows, kept in train.log."""
-    val = f"val loss {m.val_loss:.4f} acc {m.val_accuracy:.4f}" if m.val_accuracy is not None else "no val"
+    val = f"val loss {m.val_loss:.4f} acc {m.val_accuracy:.4f}" if m.val_accuracy is not None else "not validated"
     util = f"{m.gpu_util_pct:.0f}%" if m.gpu_util_pct is not None else "n/a"
     return (
         f"epoch {m.epoch}: loss {m.train_loss:.4f} acc {m.train_accuracy:.4f}, {val}; {m.images_per_s:,.0f} img/s "

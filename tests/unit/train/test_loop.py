@@ -354,3 +354,23 @@ def test_a_short_run_writes_one_checkpoint_at_the_end(tmp_path: Path) -> None:
     assert names == ["ckpt-e00004-s0000000.json"]
     assert checkpoint.load(tmp_path / "r" / "last.json")[1]["epoch"] == 4
     assert checkpoint.load(tmp_path / "r" / "best.json")[1]["epoch"] == result.best_epoch
+
+
+def test_short_epochs_are_validated_on_a_cadence_and_every_epoch_when_asked(image_folder: Path, tmp_path: Path) -> None:
+    result = train(_cfg(image_folder, tmp_path / "auto", epochs=10))
+    steps = result.epochs[0].images // 8
+    every = -(-30 // steps)  # about every 30 steps: 4-step epochs are validated every 8th
+    assert 1 < every < 10
+    validated = [m.epoch for m in result.epochs if m.val_loss is not None]
+    assert validated == sorted({1, every, 10} | set(range(every, 11, every)))
+    assert all(m.val_accuracy is None for m in result.epochs if m.epoch not in validated)
+    assert result.best_epoch in validated and any(f"validated every {every} epochs" in n for n in result.notes)
+    log = (tmp_path / "auto" / "train.log").read_text()
+    assert log.count("not validated") == 10 - len(validated)
+    summary = json.loads((tmp_path / "auto" / "summary.json").read_text())
+    assert json.loads((tmp_path / "auto" / "settings.json").read_text())["val_every"] == 0
+    assert summary["best_epoch"] == result.best_epoch
+    every_epoch = train(_cfg(image_folder, tmp_path / "all", epochs=10, val_every=1))
+    assert all(m.val_loss is not None for m in every_epoch.epochs)
+    assert not any("validated every" in n for n in every_epoch.notes)
+    assert every_epoch.times.validate_s > result.times.validate_s

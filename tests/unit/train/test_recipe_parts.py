@@ -12,7 +12,13 @@ from gpukit.errors import ConfigError  # noqa: E402
 from gpukit.train.augment import AugmentConfig, apply_affine, apply_jitter, draw_jitter, draw_thetas, recipe  # noqa: E402
 from gpukit.train.config import EpochMetrics  # noqa: E402
 from gpukit.train.schedule import epochs_for, lr_at, lr_table  # noqa: E402
-from gpukit.train.selection import best_epoch, should_stop, small_val_warning  # noqa: E402
+from gpukit.train.selection import (  # noqa: E402
+    best_epoch,
+    should_stop,
+    small_val_warning,
+    validates,
+    validation_every,
+)
 
 
 def _flipped(cfg: AugmentConfig, n: int = 4000) -> float:
@@ -163,3 +169,16 @@ def test_patience_stops_after_epochs_without_a_gain() -> None:
     assert should_stop(history, 2, 1e-3) and not should_stop(history, 3, 1e-3) and not should_stop(history, 0, 0)
     assert small_val_warning(59) is not None and "1.7 %" in str(small_val_warning(59))
     assert small_val_warning(0) is None and small_val_warning(500) is None
+
+
+def test_short_epochs_are_validated_about_every_30_steps_and_only_validated_ones_rank() -> None:
+    assert [validation_every(0, s) for s in (1, 3, 6, 10, 16, 29, 30, 400)] == [30, 10, 5, 3, 2, 2, 1, 1]
+    assert validation_every(4, 3) == 4 and validation_every(1, 3) == 1  # --val-every wins
+    assert [e for e in range(1, 26) if validates(e, 10, 25)] == [1, 10, 20, 25]  # the first, every 10th, the last
+    assert all(validates(e, 1, 5) for e in range(1, 6))
+    # an unvalidated epoch's training loss never competes with validation losses
+    history = [_m(1, 0.5), _m(2, None, 0.01), _m(3, 0.4), _m(4, None, 0.001)]
+    assert best_epoch(history, 1e-3) == 3
+    # early stopping decides after a validated epoch only: epoch 4 is 3 past the best, but was not validated
+    assert not should_stop(history, 1, 1e-3)
+    assert should_stop([*history, _m(5, 0.45)], 2, 1e-3) and not should_stop([*history, _m(5, 0.45)], 3, 1e-3)

@@ -172,3 +172,30 @@ def test_a_long_run_shows_about_25_epoch_lines_and_table_rows() -> None:
                          best_epoch=77)  # fmt: skip
     shown = [m.epoch for m in _shown_epochs(result)]
     assert shown[:2] == [1, 8] and 77 in shown and shown[-1] == 200 and len(shown) == 27
+
+
+def test_with_a_validation_cadence_the_lines_and_rows_shown_are_validated_epochs() -> None:
+    from rich.console import Console
+
+    from gpukit.cli.train import _Progress, _shown_epochs
+    from gpukit.train.config import TrainResult
+    from gpukit.train.selection import validates
+
+    buf = io.StringIO()
+    progress = _Progress(quiet=False, console=Console(file=buf, force_terminal=False, width=160))
+    progress({"kind": "start", "epochs": 1200, "steps": 3, "epoch": 0, "step": 0, "global_batch": 32,
+              "val_every": 10})  # fmt: skip
+    history = [EpochMetrics(e, 0.5, 0.8, 0.4 if validates(e, 10, 1200) else None,
+                            0.75 if validates(e, 10, 1200) else None, 96, 0.01, 9600.0, 0.0, None)
+               for e in range(1, 1201)]  # fmt: skip
+    for m in history:
+        progress({"kind": "epoch", "metrics": m})
+    lines = buf.getvalue().strip().splitlines()
+    # every 48th epoch would be 25 lines; rounded up to every 50th, a multiple of 10, each line has its validation
+    assert len(lines) == 24 and lines[0].startswith("epoch 50:") and lines[-1].startswith("epoch 1200:")
+    assert all("val loss 0.4000" in line for line in lines)
+    result = TrainResult(None, ["a", "b"], "small-cnn", "cpu", 1, "off", "cpu", False, 120, 40, 0, 0.1, history,
+                         best_epoch=1)  # fmt: skip
+    shown = _shown_epochs(result)
+    assert all(m.val_loss is not None for m in shown) and shown[0].epoch == 1 and shown[-1].epoch == 1200
+    assert 20 <= len(shown) <= 27
