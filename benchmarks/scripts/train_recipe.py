@@ -13,7 +13,8 @@ The recipes, each a `python -m gpukit train DATA ...` command in a process of it
   Adam 1e-3 without weight decay or label smoothing, ≥ 500 steps, warm-up + cosine;
 - ``crop-0.5``, ``size-128``, ``steps-2000`` (only when asked): the default with a crop down to half the area (the
   first value tried), with ``--image-size 128`` (small objects get twice the pixels), and with the 2,000 steps the
-  first small-cnn took (``--min-steps 2000``; the default was 1,200 then and is 3,600 since run 5).
+  first small-cnn took (``--min-steps 2000``; the default was 1,200 then and is 3,600 since run 5);
+  ``rotation-0`` (only when asked): the default without its ±30° rotation, i.e. run 5's default.
 Each run is scored with ``gpukit.train.predict`` on the held-out images with its ``best`` checkpoint (what the
 user gets); ``last`` is recorded too.
 
@@ -58,6 +59,7 @@ RECIPES = {
     "crop-0.5": ["--crop", "0.5"],  # the default with the larger crop it was first tried with
     "size-128": ["--image-size", "128"],  # the default on images upscaled 2x: finer detail for small objects
     "steps-2000": ["--min-steps", "2000"],  # the default with the step budget of the first small-cnn
+    "rotation-0": ["--rotation-deg", "0"],  # the default without its rotation: run 5's default
     "previous": ["--model", "resnet18", "--augment", "classic", "--epochs", "25", "--min-steps", "500", "--lr",
                  "1e-3", "--weight-decay", "0", "--label-smoothing", "0", "--schedule", "cosine"],
 }  # fmt: skip

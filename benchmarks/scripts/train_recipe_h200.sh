@@ -2,7 +2,7 @@
 # Issue 23, the default recipe's table on one H200 host (16 cores), in one call of about 8 minutes; results under
 # $OUT (file names end in $SUFFIX, default -run5):
 #  1. the default recipe alone on the GPU (one run at a time: seed 0 of two sets), then the recipe table: 9 sets ×
-#     3 seeds × 3 recipes, $JOBS (8) runs at a time on cores $TABLE_CORES (8-13; times shared: an upper bound of the
+#     3 seeds × the recipes in $RECIPES (default, seed, previous), $JOBS (8) runs at a time on cores $TABLE_CORES (8-13; times shared: an upper bound of the
 #     alone times), while
 #     tests/gpu/test_train_gpu.py runs on cores 14-15;
 #  2. meanwhile, the default recipe on an emulated 2-core CPU machine (taskset, CUDA_VISIBLE_DEVICES="", 2 threads):
@@ -56,7 +56,8 @@ date -u +"alone %T" | tee -a "$OUT/timeline.log"
 pin 14,15 timeout 100 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_train_gpu.py \
   >"$OUT/gpu-tests.log" 2>&1 &
 pin "${TABLE_CORES:-8-13}" timeout "${GPU_TABLE_S:-300}" python3 $R --data-dir "$RECIPE_DATA" --device cuda \
-  --hardware h200 --suffix="$SUFFIX" --jobs "${JOBS:-8}" --out "$OUT" >"$OUT/gpu-table.log" 2>&1
+  --hardware h200 --suffix="$SUFFIX" --jobs "${JOBS:-8}" --out "$OUT" \
+  --recipes ${RECIPES:-default seed previous} >"$OUT/gpu-table.log" 2>&1
 date -u +"table %T" | tee -a "$OUT/timeline.log"
 pin 8-15 timeout 40 python3 benchmarks/scripts/train_throughput_aug.py --recipes none default --out "$OUT" \
   >"$OUT/throughput.log" 2>&1

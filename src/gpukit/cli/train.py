@@ -147,7 +147,7 @@ def _train_command(
     hflip: bool | None = typer.Option(None, "--hflip/--no-hflip", help="Mirror half the images (off unless asked)."),
     shear_deg: float | None = typer.Option(None, "--shear-deg", help="Shear range in degrees (the seed's 0.2)."),
     zoom: float | None = typer.Option(None, "--zoom", help="Zoom range: factors in [1-z, 1+z] (the seed's 0.2)."),
-    rotation_deg: float | None = typer.Option(None, "--rotation-deg", help="Rotation range in degrees (0)."),
+    rotation_deg: float | None = typer.Option(None, "--rotation-deg", help="Rotation range in degrees (30; 0: off)."),
     colour: float | None = typer.Option(None, "--colour", help="Brightness factor range [1-c, 1+c] (0.3)."),
     contrast: float | None = typer.Option(None, "--contrast", help="Contrast factor range [1-c, 1+c] (0.3)."),
     saturation: float | None = typer.Option(None, "--saturation", help="Saturation factor range [1-c, 1+c] (0.3)."),

@@ -97,7 +97,8 @@ def test_identity_theta_returns_the_rescaled_image() -> None:
 
 def test_flip_mirrors_and_parameters_stay_in_keras_ranges() -> None:
     g = torch.Generator().manual_seed(0)
-    cfg = AugmentConfig(shear_deg=0.0, zoom=0.0, hflip=True, crop=1.0, shift=0.0, geometry_p=1.0)  # the flip alone
+    cfg = AugmentConfig(shear_deg=0.0, zoom=0.0, hflip=True, rotation_deg=0.0, crop=1.0, shift=0.0,
+                        geometry_p=1.0)  # the flip alone  # fmt: skip
     theta = draw_thetas(64, cfg, g)
     flipped = theta[:, 0, 0] < 0
     assert 16 < int(flipped.sum()) < 48  # p = 0.5
@@ -106,7 +107,9 @@ def test_flip_mirrors_and_parameters_stay_in_keras_ranges() -> None:
     torch.testing.assert_close(out[flipped], x[flipped].flip(-1).float() / 255, atol=1e-5, rtol=0)
     torch.testing.assert_close(out[~flipped], x[~flipped].float() / 255, atol=1e-5, rtol=0)
     wide = draw_thetas(
-        2000, AugmentConfig(shear_deg=20.0, zoom=0.2, hflip=False, crop=1.0, shift=0.0, geometry_p=1.0), g
+        2000,
+        AugmentConfig(shear_deg=20.0, zoom=0.2, hflip=False, rotation_deg=0.0, crop=1.0, shift=0.0, geometry_p=1.0),
+        g,
     )
     zoom_rows = wide[:, 1, 1]
     assert zoom_rows.min() >= 0.8 and zoom_rows.max() <= 1.2 and zoom_rows.std() > 0.1

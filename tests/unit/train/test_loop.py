@@ -373,4 +373,3 @@ def test_short_epochs_are_validated_on_a_cadence_and_every_epoch_when_asked(imag
     every_epoch = train(_cfg(image_folder, tmp_path / "all", epochs=10, val_every=1))
     assert all(m.val_loss is not None for m in every_epoch.epochs)
     assert not any("validated every" in n for n in every_epoch.notes)
-    assert every_epoch.times.validate_s > result.times.validate_s

@@ -28,9 +28,10 @@ def _flipped(cfg: AugmentConfig, n: int = 4000) -> float:
 
 def test_the_flip_is_off_by_default_and_on_in_the_seed_recipe() -> None:
     assert AugmentConfig().hflip is False and recipe("default").hflip is False
+    assert recipe("default").rotation_deg == 30 and recipe("seed").rotation_deg == recipe("classic").rotation_deg == 0
     assert _flipped(recipe("default")) == 0.0
-    seed = AugmentConfig(shear_deg=0.2, zoom=0.2, hflip=True, colour=0, crop=1, shift=0, contrast=0, saturation=0,
-                         geometry_p=1.0)  # fmt: skip
+    seed = AugmentConfig(shear_deg=0.2, zoom=0.2, hflip=True, rotation_deg=0, colour=0, crop=1, shift=0, contrast=0,
+                         saturation=0, geometry_p=1.0)  # fmt: skip
     assert recipe("seed") == seed  # the article's recipe, as written: no crop, shift or jitter
     assert recipe("classic") == AugmentConfig(**{**seed.__dict__, "hflip": False})
     assert 0.47 < _flipped(recipe("seed")) < 0.53
