@@ -169,12 +169,10 @@ def gpu_alone(model: Path, batches: list[int], device: str) -> dict[str, float]:
 
 
 class Server:
-    def __init__(self, name: str, cmd: list[str], health: str, predict: str, extra_env: dict | None = None) -> None:
-        self.name, self.cmd, self.extra_env = name, cmd, extra_env or {}
+    def __init__(self, name: str, cmd: list[str], health: str, predict: str) -> None:
+        self.name, self.cmd = name, cmd
         self.log = open(f"/tmp/serve_h200_{name}.log", "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            cmd, env={**env(), **self.extra_env}, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        self.proc = subprocess.Popen(cmd, env=env(), stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         self.health, self.url = health, predict
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -206,17 +204,7 @@ class Server:
         return Path(self.log.name).read_text(errors="replace")[-1500:]
 
 
-def gpukit_server(
-    model: Path,
-    device: str,
-    workers: int,
-    max_batch: int,
-    bf16: bool,
-    decode: str = "pil",
-    engine: str | None = None,
-    extra_env: dict | None = None,
-) -> Server:
-    """``engine`` None: $GPUKIT_SERVE_ENGINE (else eager); ``extra_env``: for this server's processes only."""
+def gpukit_server(model: Path, device: str, workers: int, max_batch: int, bf16: bool, decode: str = "pil") -> Server:
     port = free_port()
     cmd = [
         sys.executable,
@@ -242,12 +230,10 @@ def gpukit_server(
         "--decode",
         decode,
         "--engine",  # the runs measured before issue 27's engines: auto (the CUDA default) would compile at start
-        engine or os.environ.get("GPUKIT_SERVE_ENGINE", "eager"),
+        os.environ.get("GPUKIT_SERVE_ENGINE", "eager"),
     ] + (["--amp", "bf16"] if bf16 else [])
-    tags = [v for v in (engine, *(extra_env or {}).values()) if v]
-    name = "-".join([f"gpukit-w{workers}-b{max_batch}-{decode}", *tags])
-    url = f"http://127.0.0.1:{port}"
-    return Server(name, cmd, f"{url}/readyz", f"{url}/v1/predict", extra_env)
+    name = f"gpukit-w{workers}-b{max_batch}-{decode}"
+    return Server(name, cmd, f"http://127.0.0.1:{port}/readyz", f"http://127.0.0.1:{port}/v1/predict")
 
 
 def litserve_server(model: Path, device: str, workers: int, max_batch: int, bf16: bool) -> Server:
@@ -426,7 +412,7 @@ def run_config(results: dict, key: str, server: Server, images: Path, points: li
         results[name] = wrk_check(server.url, next(images.rglob("*.jpg")), duration, WRK_AT[key])
         say(f"{name} cross-check: {results[name]}")
     server.stop()
-    results["runs"][key] = {"server": server.name, "cmd": server.cmd, "env": server.extra_env, "points": rows}
+    results["runs"][key] = {"server": server.name, "cmd": server.cmd, "points": rows}
 
 
 def at(results: dict, key: str, c: int) -> dict | None:
@@ -517,17 +503,13 @@ def plot(results: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-# seconds; the shell wrapper kills the run at 560 (SERVE_BUDGET_S: a shorter plan, serve_queues_h200.sh)
-BUDGET_S = float(os.environ.get("SERVE_BUDGET_S", "450"))
+BUDGET_S = 450.0  # seconds; the shell wrapper kills the run at 560
 WRK = True
 WRK_AT = {
     "seed/gpukit": 64,
     "resnet/gpukit-nvjpeg": 256,
     "resnet/gpukit-nvimgcodec": 256,
     "seed/gpukit-nvimgcodec": 64,
-    "seed/gpukit-nvjpeg": 64,
-    "resnet/gpukit-nvjpeg-q8": 256,
-    "resnet/gpukit-nvjpeg-compile": 256,
 }  # wrk -c, at the points the issues quote
 KEYS = (  # every configuration of the plan, in its order (--only picks among them)
     "seed/gpukit",
@@ -543,8 +525,6 @@ KEYS = (  # every configuration of the plan, in its order (--only picks among th
     "resnet/gpukit-nvimgcodec",
     "resnet/gpukit-nvimgcodec-hw",
     "seed/gpukit-nvimgcodec",
-    "resnet/gpukit-nvjpeg-q8",
-    "resnet/gpukit-nvjpeg-compile",
 )
 
 
@@ -664,28 +644,6 @@ def main() -> int:
             lambda: gpukit_server(seed, a.device, workers, 64, False, "nvimgcodec"),
             img64,
             seed_pts,
-        ),
-        # 2026-12-03: gpukit serve asks for 32 CUDA hardware queues in its model process (gpukit.serve.cuda_env);
-        # the same server with CUDA's default 8, and with --engine compile (20,486 img/s alone at batch 64)
-        (
-            "resnet/gpukit-nvjpeg-q8",
-            lambda: gpukit_server(
-                resnet,
-                a.device,
-                workers,
-                a.resnet_max_batch,
-                cuda,
-                "nvjpeg",
-                extra_env={"CUDA_DEVICE_MAX_CONNECTIONS": "8"},
-            ),
-            img224,
-            res_pts,
-        ),
-        (
-            "resnet/gpukit-nvjpeg-compile",
-            lambda: gpukit_server(resnet, a.device, workers, a.resnet_max_batch, cuda, "nvjpeg", "compile"),
-            img224,
-            res_pts,
         ),
     ]
 
