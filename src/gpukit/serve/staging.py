@@ -10,18 +10,13 @@ already are S×S are ``torch.stack``-ed straight into the staging buffer (one ke
 groups of one input shape (one ``interpolate`` per group, bilinear, antialiased, as before); pre-decoded uint8
 images go through one pinned host buffer and one copy.
 
-Stream rules (CUDA), kept by ``Stager.prepare`` (``_stage``) and the runner's ``execute``:
-- all of it runs on ``stream``, a high-priority one (``PREP_PRIORITY``: its stack and resize kernels go ahead of
-  the forward pass's waiting blocks; torchvision's decoder orders its own stream after the current one with events);
-- a batch starts with ``stream.synchronize()``: the batch before it is complete on the GPU (this blocks only the
-  preparing thread), so its pinned host buffer, the decoded images and temporaries it freed (the caching allocator
-  hands them out again, and torchvision's decoder writes them from its own stream) and nvImageCodec's reused images
-  are safe to overwrite; with ``SYNC_AT_START`` off it ends with it instead (the way before 2026-12-03);
+Stream rules (CUDA), kept by ``Stager.prepare`` and the runner's ``execute``:
+- all of it runs on ``stream`` (torchvision's decoder orders its own stream after the current one with events);
 - a slot's device buffer is written only after the executor recorded ``slot.free`` (its copy into the graph's static
   input has run): ``stream.wait_event(slot.free)``;
-- ``slot.ready`` is recorded last; the executor's stream waits on it before reading the slot, so the hand-off holds
-  no host sync: the forward pass is queued while the batch's last kernels are still running. ``prep_s`` is then the
-  host's part (the decoder call, which waits for its own GPU work, and the launches), not the last kernel's run.
+- ``prepare`` ends with ``stream.synchronize()``: it blocks only the preparing thread, never the GPU or the
+  executor, and it makes the slot's pinned host buffer safe to rewrite next time and ``prep_s`` an honest time;
+  ``slot.ready`` is recorded all the same and the executor waits on it before reading the slot.
 """
 
 from __future__ import annotations
@@ -34,23 +29,12 @@ import numpy as np
 
 from gpukit.serve.config import BATCH_DECODERS
 
-__all__ = ["PREP_PRIORITY", "SYNC_AT_START", "BatchDecoder", "Staged", "Stager"]
-
-# The staging stream's priority (lower is sooner; 0 is CUDA's default and lowest): -1, so that its kernels get SMs
-# as soon as a block of the forward pass retires. It cannot reach nvJPEG's own streams (benchmarks/serve_h200_
-# 2026-12-01-run6.md: a high-priority staging stream alone did not change the batcher's rate, 9,615 against 9,740).
-PREP_PRIORITY = -1
-# Synchronise at the start of the next batch, not at the end of this one (see the stream rules above): the hand-off
-# to the executor then waits for no kernel. False: the way before (sync at the end), kept for the A/B probe
-# (benchmarks/scripts/serve_queues_probe.py).
-SYNC_AT_START = True
+__all__ = ["BatchDecoder", "Staged", "Stager"]
 
 
 @dataclass
 class Staged:
-    """A prepared batch: rows ``x[:n]`` (on the model's device), and the error of each row that failed alone. On
-    CUDA its kernels may still be running when ``prepare`` returns: a reader waits on ``slot.ready`` first (as
-    ``ModelRunner.execute`` does on its stream)."""
+    """A prepared batch: rows ``x[:n]`` (on the model's device), and the error of each row that failed alone."""
 
     x: Any  # torch.Tensor uint8 (≥n, 3, S, S)
     n: int
@@ -82,8 +66,7 @@ class Stager:
         self.max_batch = max_batch
         # 3 slots: one being read by the executor, one handed off, one being written; the events make fewer safe too
         self.slots = [_Slot(max_batch, size, device) for _ in range(slots)] if self.cuda else []
-        self.stream = torch.cuda.Stream(device=device, priority=PREP_PRIORITY) if self.cuda else None
-        self.sync_at_start = SYNC_AT_START
+        self.stream = torch.cuda.Stream(device=device) if self.cuda else None
         self._next = 0
         self.decoder = BatchDecoder("nvjpeg", device, self.stream)  # ModelRunner.warm_batch_decoder may replace it
 
@@ -102,7 +85,10 @@ class Stager:
         assert stream is not None
         self._next = (self._next + 1) % len(self.slots)
         with torch.inference_mode(), torch.cuda.stream(stream):
-            errors, shapes = _stage(stream, slot, self.sync_at_start, lambda: self._fill(slot.x, items, slot.pinned))
+            stream.wait_event(slot.free)  # the executor's copy out of this slot has run
+            errors, shapes = self._fill(slot.x, items, slot.pinned)
+            slot.ready.record(stream)
+        stream.synchronize()  # this thread only: the batch is complete, the pinned buffer reusable
         return Staged(slot.x, n, errors, slot, shapes)
 
     def _fill(self, x: Any, items: list[np.ndarray | bytes], pinned: Any) -> tuple[list[str | None], dict[str, int]]:
@@ -150,19 +136,6 @@ class Stager:
         return self.decoder(datas) if datas else []
 
 
-def _stage(stream: Any, slot: Any, sync_at_start: bool, fill: Any) -> Any:
-    """One CUDA batch in stream order (the module's stream rules): ``fill()``'s result. A function of its own so
-    that the order is tested with stand-ins on a CPU (tests/unit/serve/test_staging_order.py)."""
-    if sync_at_start:
-        stream.synchronize()  # this thread only: the batch before is complete, what it used reusable
-    stream.wait_event(slot.free)  # the executor's copy out of this slot has run
-    out = fill()
-    slot.ready.record(stream)  # the executor's stream waits on it; nothing here waits for it
-    if not sync_at_start:
-        stream.synchronize()
-    return out
-
-
 class BatchDecoder:
     """A batch of JPEG bytes → a list of uint8 (3, H, W) tensors on ``device``, or the exception of each image that
     failed (it fails alone). ``kind`` is a ``BATCH_DECODERS`` value. All GPU work is ordered on ``stream``."""
@@ -175,8 +148,7 @@ class BatchDecoder:
         self._nv: Any = None
         # nvImageCodec's images of the last batch, decoded into again: a new image per decode allocates device
         # memory and freeing one synchronises the device, which then waits behind the forward pass. Reusing them is
-        # safe because ``Stager.prepare`` synchronises its stream (the last batch's copy out of them has run)
-        # before the next decode.
+        # safe because ``Stager.prepare`` has copied them into its slot and synchronised before the next decode.
         self._images: list[Any] = []
         # torch views of those images' device buffers, by (pointer, shape, strides): making a view costs 11-22 µs an
         # image (CUDA array interface / DLPack), a look-up 2 µs; a reused image keeps its buffer, so its view too
