@@ -4,9 +4,9 @@ predict every configuration and report the fit set and the held-out third apart.
     PYTHONPATH=src python3 benchmarks/scripts/plan_error_table.py RUN_DIR [--md OUT.md] [--json OUT.json]
 
 RUN_DIR holds what plan_error_grid.py wrote (calibration.json, rows.jsonl, meta.json). The fit reads only rows not
-marked held-out: it searches ``TimingProfile``'s constants (SEARCH) for the smallest p90 (+ a quarter of the max)
-of |time error| on the fit rows, step times and generate() times scored apart and summed (coordinate search over a
-fixed grid).
+marked held-out: it searches ``TimingProfile``'s ``elementwise_passes`` (transformers), ``cnn_elementwise_passes``,
+``overlap_penalty`` and ``decode_overlap_penalty`` for the smallest p90 (+ a quarter of the max) of |time error|
+on the fit rows (coordinate search over a fixed grid).
 Memory is not fitted here: the memory model's coefficients predate this run, so every row is new to it.
 """
 
@@ -25,20 +25,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import plan_error_grid
 
 from gpukit.hardware.specs import get_spec
-from gpukit.plan.calibration import Calibration, find_calibration, load_calibration
+from gpukit.plan.calibration import Calibration, load_calibration
 from gpukit.plan.compute import estimate_time
 from gpukit.plan.memory import PlanSettings, estimate_memory
 from gpukit.plan.profiles import TIMING, TimingProfile
 
 SEARCH = {
-    "elementwise_efficiency": [x / 20 for x in range(6, 21)],
+    "elementwise_passes": [x / 2 for x in range(4, 41)],
     "cnn_elementwise_passes": [float(x) for x in range(2, 61, 2)],
     "overlap_penalty": [x / 20 for x in range(0, 21)],
     "decode_overlap_penalty": [x / 20 for x in range(0, 21)],
     "host_scale": [x / 10 for x in range(5, 26)],
     "decode_host_scale": [x / 10 for x in range(5, 31)],
 }
-GPU_CONSTANTS = ("elementwise_efficiency", "cnn_elementwise_passes")  # fitted on device-busy time, not step time
 
 
 model_for = functools.lru_cache(maxsize=None)(plan_error_grid.model_for)  # --image-size recounts on meta: once
@@ -62,8 +61,6 @@ def predict(row: dict[str, Any], cal: Calibration, prof: TimingProfile) -> dict[
     else:
         out.update(kind="infer", pred_t=est.total_s, meas_t=m["generate_s"], cold_s=m.get("cold_generate_s"))
     out["time_err"] = out["pred_t"] / out["meas_t"] - 1 if out["pred_t"] and out["meas_t"] else None
-    before = row.get("predicted_before")  # written on the device before the row was measured
-    out["same_as_before"] = None if before is None else bool(abs(before["time_s"] / out["pred_t"] - 1) < 1e-9)
     out["phases"] = []
     for p in est.phases:
         meas = m.get("phase_s", {}).get(p["name"])
@@ -86,42 +83,19 @@ def stats(errs: list[float]) -> dict[str, float]:
 
 
 def _score(rows: list[dict[str, Any]], cal: Calibration, prof: TimingProfile) -> float:
-    """p90 + a quarter of the max of |time error|, for step times and generate() times apart, summed: one kind's
-    constants (``decode_*``) are then fitted on that kind's rows instead of being hidden under the other's p90."""
-    preds = [predict(r, cal, prof) for r in rows]
-    total = 0.0
-    for kind in ("train", "infer"):
-        errs = [abs(p["time_err"] or 9.0) for p in preds if p["kind"] == kind]
-        total += _p90(errs) + 0.25 * max(errs) if errs else 0.0
-    return total
-
-
-def _gpu_score(rows: list[dict[str, Any]], cal: Calibration, prof: TimingProfile) -> float:
-    """p90 + a quarter of the max of |predicted GPU time / measured device-busy time - 1| over the forward and
-    backward phases where the device was the bound (busy ≥ 80 % of the phase's measured time: where the GPU part
-    decides the time; the optimizer's profiled device time is not usable)."""
-    errs = [abs(ph["gpu_s"] / ph["measured_device_s"] - 1) for r in rows for ph in predict(r, cal, prof)["phases"]
-            if ph["name"] in ("forward", "backward") and (ph["measured_device_s"] or 0) >= 1e-3
-            and ph["measured_device_s"] >= 0.8 * (ph["measured_s"] or 0)]  # fmt: skip
-    return _p90(errs) + 0.25 * max(errs) if errs else 0.0
-
-
-def _search(rows: list[dict[str, Any]], cal: Calibration, prof: TimingProfile, names: tuple[str, ...],
-            score: Any) -> TimingProfile:  # fmt: skip
-    for _ in range(3):
-        for name in names:
-            best = min(SEARCH[name], key=lambda v, n=name: score(rows, cal, dataclasses.replace(prof, **{n: v})))
-            prof = dataclasses.replace(prof, **{name: best})
-    return prof
+    errs = [abs(predict(r, cal, prof)["time_err"] or 9.0) for r in rows]
+    return _p90(errs) + 0.25 * max(errs)
 
 
 def fit(rows: list[dict[str, Any]], cal: Calibration) -> TimingProfile:
-    """Coordinate search over SEARCH on the fit rows: held-out rows are dropped here, before anything reads them.
-    Each part against its own measurement first — the GPU constants against the device-busy time of each phase —
-    then the host and overlap constants against the step and generate() times."""
+    """Coordinate search over SEARCH on the fit rows: held-out rows are dropped here, before anything reads them."""
     rows = [r for r in rows if not r["held_out"]]
-    prof = _search(rows, cal, TIMING, GPU_CONSTANTS, _gpu_score)
-    return _search(rows, cal, prof, tuple(n for n in SEARCH if n not in GPU_CONSTANTS), _score)
+    prof = TIMING
+    for _ in range(3):
+        for name, grid in SEARCH.items():
+            best = min(grid, key=lambda v, n=name: _score(rows, cal, dataclasses.replace(prof, **{n: v})))
+            prof = dataclasses.replace(prof, **{name: best})
+    return prof
 
 
 def _pct(x: float | None) -> str:
@@ -199,9 +173,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--no-fit", action="store_true", help="predict with the shipped TimingProfile as it is")
     args = ap.parse_args()
-    # a --skip-calibration run has none: the shipped one, as its rows' predicted_before used
-    cal_file = args.run / "calibration.json"
-    cal = load_calibration(cal_file) if cal_file.is_file() else find_calibration(get_spec("h200-sxm"))
+    cal = load_calibration(args.run / "calibration.json")
     rows = load_rows(args.run)
     prof = TIMING if args.no_fit else fit(rows, cal)
     preds = [predict(r, cal, prof) for r in rows]
@@ -209,9 +181,6 @@ def main() -> int:
     meta = json.loads((args.run / "meta.json").read_text()) if (args.run / "meta.json").is_file() else {}
     head = "".join(f"- {k}: `{v}`\n" for k, v in meta.items())
     fitted = ", ".join(f"`{k}` = {v:.3g}" for k, v in dataclasses.asdict(prof).items())
-    before = [p["same_as_before"] for p in preds if p["same_as_before"] is not None]
-    if before:
-        head += f"- predicted before measurement: {len(before)} rows, {sum(before)} reproduced here exactly\n"
     text = (f"{head}\n- fitted on the fit set (none of the held-out rows): {fitted}\n\n{summary_md(s)}\n\n"
             f"{table(rows, preds)}\n\n"
             f"### generate(): warm vs first call\n\n{generate_table(rows, preds)}\n\n"

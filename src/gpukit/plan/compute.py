@@ -5,13 +5,11 @@ Each phase has a GPU time and a host time, built from counts × rates of a calib
 * GPU: every matmul's FLOPs at the GEMM rate measured for its size and dtype (a transformer layer's q/k/v/o and
   MLP projections, the output head; backward = two GEMMs per forward one; checkpointing recomputes the layers'
   forward inside the backward), attention's FLOPs at the SDPA kernel's measured forward / backward rate (or as
-  two batched GEMMs with eager attention), element-wise traffic (the bytes the normalisation, rotary, activation,
-  dropout, residual and loss kernels move, counted per family and precision in plan/traffic.py) at the measured
-  copy bandwidth × ``elementwise_efficiency``, and the
+  two batched GEMMs with eager attention), activation traffic (the bytes the elementwise and normalisation kernels
+  move, ``elementwise_passes`` × the activations autograd keeps) at the measured copy bandwidth, and the
   optimizer's seconds per parameter measured for its implementation (foreach / fused / for-loop) and state dtype;
-* host: the host floor — Python + one launch per kernel: a layer's launches counted per family, precision and
-  checkpointing variant (plan/traffic.py) × the host cost per launch measured on tiny models (where the GPU waits
-  on the host), plus the calibrated fixed part per model and the optimizer's per-tensor cost.
+* host: the host floor — Python + one launch per kernel — measured per layer on tiny models of the same family,
+  precision and checkpointing variant (where the GPU waits on the host), plus the optimizer's per-tensor cost.
 
 Eager PyTorch queues kernels asynchronously, so a phase takes ``max(gpu, host) + overlap_penalty × min(gpu, host)``
 (the penalty: the parts of a phase where the other one is the bound). Each phase names its bound — GEMM, attention,
@@ -33,10 +31,9 @@ from gpukit.plan.calibration import (
     datasheet_calibration,
     interp_rate,
 )
-from gpukit.plan.memory import MemoryBreakdown, PlanSettings
+from gpukit.plan.memory import MemoryBreakdown, PlanSettings, activation_bytes, estimate_memory
 from gpukit.plan.models import CnnSpec, ModelSpec, TransformerSpec
 from gpukit.plan.profiles import TIMING, TimingProfile
-from gpukit.plan.traffic import head_bytes, layer_bytes, layer_launches
 
 __all__ = [
     "Ceilings",
@@ -187,30 +184,6 @@ def _host_line(cal: Calibration, key: str, phase: str, layers: int, fallback: fl
     return fallback if line is None else line[0] + line[1] * layers
 
 
-def _host_per_launch(cal: Calibration, checkpoint: str, phase: str) -> float | None:
-    """Host seconds per kernel launch of a layer: the calibrated tiny models' per-layer host times over their
-    counted launches, pooled over families and precisions of one checkpoint variant (a single tiny model's 1- vs
-    3-layer difference is noisy: 25-100 µs per launch; the pool is steadier). None: nothing calibrated."""
-    slope = launches = 0.0
-    for key, phases in cal.host.items():
-        family, key_mode, key_ckpt = key.split("|")
-        if key_ckpt == checkpoint and phase in phases:
-            slope += phases[phase][1]
-            launches += layer_launches(family, key_mode, phase, checkpoint)
-    return slope / launches if launches else None
-
-
-def _layer_host(cal: Calibration, m: TransformerSpec, s: PlanSettings, key: str, phase: str) -> float:
-    """A phase's host floor: the calibrated fixed part (embedding, head, loss) + layers × launches × per launch."""
-    ckpt = s.checkpoint_variant if s.checkpointing else "none"
-    per = _host_per_launch(cal, ckpt, phase)
-    line = cal.host.get(key, {}).get(phase)
-    if per is None or line is None:
-        return _host_line(cal, key, phase, m.num_layers, 0.0)
-    family = m.family if m.family in ("gpt2", "qwen2") else "llama"
-    return line[0] + m.num_layers * per * layer_launches(family, s.mode, phase, ckpt, m.gated_mlp)
-
-
 def _optimizer_phase(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, cal: Calibration, t: TimingProfile
                      ) -> PhaseTime:  # fmt: skip
     state = "bf16" if s.recipe == "bf16" else "fp32"
@@ -263,14 +236,17 @@ def _transformer_train(m: TransformerSpec, s: PlanSettings, mem: MemoryBreakdown
         attn_f = m.num_layers * f / (interp_rate(_rates(cal, cal.attention_fwd, dtype), f) * 1e12)
         b = 2.5 * f
         attn_b = m.num_layers * b / (interp_rate(_rates(cal, cal.attention_bwd, dtype), b) * 1e12)
-    fwd_mem, bwd_mem = (_traffic_s(m, s, tokens, ph, cal, t) for ph in ("forward", "backward"))
+    bw = cal.bandwidth_gbps * 1e9
+    plain, recompute = _activation_traffic_bytes(m, s, mem, t)
+    fwd_mem, bwd_mem = plain * t.elementwise_passes / 3 / bw, plain * t.elementwise_passes * 2 / 3 / bw
     if s.checkpointing:  # the backward recomputes every layer's forward first
         bwd_gemm += m.num_layers * layer
         attn_b += attn_f
-        bwd_mem += m.num_layers * layer_bytes(m, s.mode, tokens, "forward", s.tp) / _elementwise_bw(cal, t)
+        bwd_mem += recompute * t.elementwise_passes / bw
     suffix = f"|{s.mode}|{s.checkpoint_variant if s.checkpointing else 'none'}"
     key = _group(m, cal.host, suffix) + suffix
-    host_f, host_b = (_layer_host(cal, m, s, key, ph) for ph in ("forward", "backward"))
+    host_f = _host_line(cal, key, "forward", m.num_layers, 0.0)
+    host_b = _host_line(cal, key, "backward", m.num_layers, 0.0)
     return [
         _phase("forward", fwd_gemm, attn_f, fwd_mem, host_f, t),
         _phase("backward", bwd_gemm, attn_b, bwd_mem, host_b, t),
@@ -289,7 +265,7 @@ def _cnn_train(m: CnnSpec, s: PlanSettings, mem: MemoryBreakdown, cal: Calibrati
     fwd_flops = m.flops_per_sample * s.batch
     per_layer = fwd_flops / max(1, m.weight_layers)
     fwd = fwd_flops / (interp_rate(rates, per_layer) * 1e12)
-    traffic = mem.activations_bytes * t.cnn_elementwise_passes / (cal.bandwidth_gbps * 1e9)  # fwd + bwd
+    traffic = mem.activations_bytes * t.cnn_elementwise_passes / (cal.bandwidth_gbps * 1e9)
     host = cal.host_cnn.get(f"{_cnn_key(m)}|{s.mode}", {})
     resnet = cal.host_cnn.get(f"resnet50|{s.mode}", {})  # another CNN: ResNet-50's host cost per weight layer
 
@@ -298,25 +274,25 @@ def _cnn_train(m: CnnSpec, s: PlanSettings, mem: MemoryBreakdown, cal: Calibrati
             return host[phase]
         return resnet.get(phase, 0.0) * m.weight_layers / 54
 
-    # an element-wise op's forward reads its input and writes its output; its backward reads the gradient and the
-    # saved input and writes the input's gradient: 3 passes to 2, so the backward moves 1.5 × the forward's bytes
     return [
-        _phase("forward", fwd, 0.0, traffic / 2.5, host_of("forward"), t),
-        _phase("backward", 2 * fwd, 0.0, traffic * 1.5 / 2.5, host_of("backward"), t),
+        _phase("forward", fwd, 0.0, traffic / 3, host_of("forward"), t),
+        _phase("backward", 2 * fwd, 0.0, traffic * 2 / 3, host_of("backward"), t),
         _optimizer_phase(m, s, mem, cal, t),
     ]
 
 
-def _elementwise_bw(cal: Calibration, t: TimingProfile) -> float:
-    """Bytes/s the element-wise kernels reach: the measured copy bandwidth × their fitted efficiency."""
-    return cal.bandwidth_gbps * 1e9 * t.elementwise_efficiency
+def _activation_traffic_bytes(model: TransformerSpec, s: PlanSettings, mem: MemoryBreakdown, t: TimingProfile
+                              ) -> tuple[float, float]:  # fmt: skip
+    """(activation + logits bytes of a plain step, bytes the recomputation adds) before × ``elementwise_passes``.
 
-
-def _traffic_s(m: TransformerSpec, s: PlanSettings, tokens: int, phase: str, cal: Calibration, t: TimingProfile
-               ) -> float:  # fmt: skip
-    """Seconds of a phase's counted element-wise traffic: every layer's, the output head's and the loss's."""
-    moved = m.num_layers * layer_bytes(m, s.mode, tokens, phase, s.tp) + head_bytes(m, s.mode, tokens, phase, s.tp)
-    return moved / _elementwise_bw(cal, t)
+    Checkpointing shrinks what is *kept*, not what is *computed*: every layer still writes its full activations in
+    the forward, writes them again in the recomputed forward, and reads them in the backward. So the traffic is
+    counted from the activations as without checkpointing, plus ``recompute_traffic_fraction`` of them for the
+    recomputation (the forward's share, as the FLOPs' 4/3)."""
+    if not s.checkpointing:
+        return float(mem.activations_bytes + mem.logits_bytes), 0.0
+    full = estimate_memory(model, replace(s, checkpointing=False))
+    return float(full.activations_bytes + full.logits_bytes), full.activations_bytes * t.recompute_traffic_fraction
 
 
 def _train_time(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, cal: Calibration, spec: GpuSpec,
@@ -356,9 +332,8 @@ def _decode_phases(m: TransformerSpec, s: PlanSettings, mem: MemoryBreakdown, ca
     head = _gemm_s([2.0 * s.batch * m.hidden_size * m.vocab_size / s.tp], gemm)  # generate keeps the last position
     f = _attention_fwd_flops(m, s.batch, s.prompt, s.tp)
     attn = m.num_layers * f / (interp_rate(_rates(cal, cal.attention_fwd, dtype), f) * 1e12)
-    # the prompt's layers in bf16, and the head's element-wise work on the last position only
-    moved = m.num_layers * layer_bytes(m, "bf16", tokens, "forward", s.tp) + head_bytes(m, "bf16", s.batch, "forward")
-    memory = moved / _elementwise_bw(cal, t)
+    acts, _, _ = activation_bytes(m, replace(s, task="train", recipe="bf16", seq=s.prompt, checkpointing=False))
+    memory = acts * t.elementwise_passes / 3 / (cal.bandwidth_gbps * 1e9)
     line = cal.host_decode.get(_group(m, cal.host_decode), {})
     host_p = line["prefill"][0] + line["prefill"][1] * m.num_layers if "prefill" in line else 0.0
     host_t = line["token"][0] + line["token"][1] * m.num_layers if "token" in line else 0.0

@@ -76,16 +76,16 @@ def profile_for(family: str, mode: str) -> ActivationProfile:
 class TimingProfile:
     """The time model's few fitted constants (compute.py); everything else it uses is a measured part
     (``plan --calibrate``, plan/calibration.py). Fitted by benchmarks/scripts/plan_error_table.py on the fit rows of
-    the 2026-12-01 and 2026-12-02 H200 runs (benchmarks/plan-error_h200_2026-12-0{1,2}.md; the held-out rows never seen
-    by the fit): the GPU constants against each phase's device-busy time, the rest against step and generate()
-    times. docs/plan.md says how to refit them."""
+    benchmarks/plan-error_h200_2026-12-01.md (an H200; the held-out third never seen by the fit); docs/plan.md says
+    how to refit them."""
 
-    elementwise_efficiency: float = 0.45  # element-wise kernels' bandwidth / the measured copy's (plan/traffic.py)
-    cnn_elementwise_passes: float = 22.0  # CNN activations (conv, batch-norm, ReLU, pooling) moved this often
-    overlap_penalty: float = 0.3  # phase = max(gpu, host) + this × min(gpu, host): where the other one is the bound
-    decode_overlap_penalty: float = 0.85  # the same for prefill and a decode step of generate()
+    elementwise_passes: float = 2.0  # activation + logits bytes are moved this many times over forward+backward
+    recompute_traffic_fraction: float = 1 / 3  # recomputation moves the forward's share of the activation traffic
+    cnn_elementwise_passes: float = 26.0  # CNN activations (conv, batch-norm, ReLU, pooling) moved this often
+    overlap_penalty: float = 0.65  # phase = max(gpu, host) + this × min(gpu, host): where the other one is the bound
+    decode_overlap_penalty: float = 0.65  # the same for prefill and a decode step of generate()
     host_scale: float = 0.9  # a real model's host floor / the calibrated tiny models' (training phases)
-    decode_host_scale: float = 1.7  # the same for prefill and a decode step
+    decode_host_scale: float = 1.1  # the same for prefill and a decode step
 
 
 TIMING = TimingProfile()

@@ -1,6 +1,6 @@
-"""The published H200 error table (benchmarks/plan-error_h200_2026-12-03.md: the 2026-12-01 and 2026-12-02 rows,
-refitted) is what the shipped calibration and TimingProfile predict: a change to the time or memory model that moves
-a published prediction fails here, and the table must be regenerated (benchmarks/scripts/plan_error_table.py)."""
+"""The published H200 error table (benchmarks/plan-error_h200_2026-12-01.md) is what the shipped calibration and
+TimingProfile predict: a change to the time or memory model that moves a published prediction fails here, and the
+table must be regenerated (benchmarks/scripts/plan_error_table.py) with it."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from gpukit.plan.memory import PlanSettings, estimate_memory
 from gpukit.plan.profiles import TIMING
 
 ROOT = Path(__file__).resolve().parents[3]
-TABLE = ROOT / "benchmarks" / "json" / "plan-error_h200_2026-12-03.json"
+TABLE = ROOT / "benchmarks" / "json" / "plan-error_h200_2026-12-01.json"
 DOC = json.loads(TABLE.read_text()) if TABLE.is_file() else {"rows": [], "profile": {}}
 ROWS: list[dict[str, Any]] = DOC["rows"]
 
