@@ -91,7 +91,8 @@ class _Progress:
             if m.epoch % self.every == 0 or m.epoch == self.epochs:  # train.log keeps every epoch's line
                 self.console.print(epoch_line(m))  # above the bar while it is live
             if self.task is not None:
-                self.val = "" if m.val_accuracy is None else f", val acc {m.val_accuracy:.3f}"
+                if m.val_accuracy is not None:  # an epoch not validated (--val-every) keeps the last one's
+                    self.val = f", val acc {m.val_accuracy:.3f}"
                 self.progress.update(self.task, completed=m.epoch * self.steps,
                                      speed=f"{m.images_per_s:,.0f} img/s{self.val}")  # fmt: skip
 
