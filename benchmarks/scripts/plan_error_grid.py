@@ -14,7 +14,7 @@ Each row carries ``predicted_before``: the committed model's prediction (shipped
 measured. benchmarks/scripts/plan_error_table.py fits the time model's few constants on the fit set and writes the
 table with the held-out rows apart (``--no-fit``: the shipped constants). A held-out row is never read by a fit.
 
-Fresh held-out rows alone (NEW_HELD_OUT, about 2.5 minutes):
+Fresh held-out rows alone (NEW_HELD_OUT, 75 s on an H200):
 
     PYTHONPATH=src python3 benchmarks/scripts/plan_error_grid.py --out "$OUT" --skip-calibration --only-new \
         --budget-s 200
