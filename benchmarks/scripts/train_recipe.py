@@ -60,6 +60,7 @@ RECIPES = {
     "size-128": ["--image-size", "128"],  # the default on images upscaled 2x: finer detail for small objects
     "steps-2000": ["--min-steps", "2000"],  # the default with the step budget of the first small-cnn
     "rotation-0": ["--rotation-deg", "0"],  # the default without its rotation: run 5's default
+    "fp32": ["--amp", "off"],  # the default in fp32: what --amp auto trains in on a CPU without AMX
     "previous": ["--model", "resnet18", "--augment", "classic", "--epochs", "25", "--min-steps", "500", "--lr",
                  "1e-3", "--weight-decay", "0", "--label-smoothing", "0", "--schedule", "cosine"],
 }  # fmt: skip

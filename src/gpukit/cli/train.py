@@ -135,7 +135,7 @@ def _train_command(
     val_fraction: float = typer.Option(0.2, "--val-fraction", help="Held-out share when there is no val/ folder."),
     workers: int | None = typer.Option(None, "--workers", help="Decode processes (default: CPU cores)."),
     cache: str = typer.Option("auto", "--cache", help="Decoded images on the gpu, or pinned on the cpu; auto."),
-    amp: str = typer.Option("auto", "--amp", help="bf16, fp16, off; auto = bf16 on a GPU that has it."),
+    amp: str = typer.Option("auto", "--amp", help="bf16, fp16, off; auto = bf16 on a GPU with it or a CPU with AMX."),
     compile_: bool = typer.Option(False, "--compile", help="torch.compile the model."),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs", help="Replay the step as a CUDA graph."),
     cudnn_benchmark: bool = typer.Option(

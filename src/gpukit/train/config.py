@@ -34,7 +34,7 @@ class TrainConfig:
     val_fraction: float = 0.2
     workers: int | None = None  # decode processes; default: the CPU count (shared among local ranks)
     cache: str = "auto"  # where the decoded uint8 set lives: gpu, cpu (pinned), auto (gpu when it fits)
-    amp: str = "auto"  # auto: bf16 on a GPU that has it, off on the CPU
+    amp: str = "auto"  # auto: bf16 on a GPU that has it and on a CPU with AMX, else off (parts.py)
     channels_last: bool = True
     compile: bool = False  # torch.compile the model
     cuda_graphs: bool = True  # capture the whole training step in a CUDA graph (one process, GPU cache)

@@ -67,3 +67,27 @@ def test_read_cpu_without_psutil(monkeypatch):
     assert cpu.memory_total_bytes and cpu.memory_available_bytes is not None
     assert cpu.memory_available_bytes <= cpu.memory_total_bytes
     assert cpu.clock_current_mhz is None or cpu.clock_current_mhz > 0
+
+
+ZEN4 = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu avx2 fma avx512f avx512_bf16 avx512_vnni\n"
+
+
+def test_amx_bf16_is_usable_only_with_amx_and_no_isa_cap():
+    """bf16 autocast on the CPU pays off only on AMX (the training step at 0.60x fp32's time; AVX512-BF16 alone:
+    1.16x), so ``--amp auto`` asks this. ONEDNN_MAX_CPU_ISA below AMX keeps oneDNN off the tiles."""
+    from gpukit.hardware.cpu import amx_bf16_usable
+
+    assert amx_bf16_usable(X86, max_isa="")
+    assert amx_bf16_usable(X86, max_isa="all") and amx_bf16_usable(X86, max_isa="AVX512_CORE_AMX")
+    assert not amx_bf16_usable(X86, max_isa="AVX512_CORE_BF16")
+    assert not amx_bf16_usable(ZEN4, max_isa="") and not amx_bf16_usable(ARM, max_isa="")
+    assert not amx_bf16_usable("", max_isa="")  # /proc/cpuinfo unreadable: fp32
+
+
+def test_amx_bf16_reads_the_isa_cap_from_the_environment(monkeypatch):
+    from gpukit.hardware.cpu import amx_bf16_usable
+
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert not amx_bf16_usable(X86)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX10_1_512_AMX_FP16")
+    assert amx_bf16_usable(X86)

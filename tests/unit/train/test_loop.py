@@ -373,3 +373,17 @@ def test_short_epochs_are_validated_on_a_cadence_and_every_epoch_when_asked(imag
     every_epoch = train(_cfg(image_folder, tmp_path / "all", epochs=10, val_every=1))
     assert all(m.val_loss is not None for m in every_epoch.epochs)
     assert not any("validated every" in n for n in every_epoch.notes)
+
+
+@pytest.mark.parametrize("amx", [True, False])
+def test_auto_amp_on_the_cpu_is_bf16_with_amx_and_fp32_without(
+    image_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, amx: bool
+) -> None:
+    import gpukit.hardware.cpu as cpu
+
+    monkeypatch.setattr(cpu, "amx_bf16_usable", lambda: amx)
+    result = train(_cfg(image_folder, tmp_path / "run", epochs=1))
+    assert result.amp == ("bf16" if amx else "off")
+    assert any("bf16 autocast on the CPU" in n for n in result.notes) == amx
+    forced = train(_cfg(image_folder, tmp_path / "off", epochs=1, amp="off"))
+    assert forced.amp == "off" and not any("autocast" in n for n in forced.notes)
