@@ -158,7 +158,7 @@ def to_markdown(doc: dict) -> str:
         "wall s alone | train s | verdict | ≥ 95 % every seed? |",
         "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
-    order = {name: i for i, name in enumerate(DATASETS)}
+    order = {name: i for i, name in enumerate(DATASETS + list(sets.PROBES))}
     rows = sorted(doc["rows"], key=lambda r: (order.get(r["dataset"], 99), list(RECIPES).index(r["recipe"])))
     lines += [row_line(r) for r in rows]
     if doc.get("checks"):
@@ -175,8 +175,8 @@ def write(out: Path, stem: str, doc: dict) -> None:
 
 def parse_rows(args: argparse.Namespace) -> list[tuple[str, str]]:
     for name in args.datasets:
-        if name not in DATASETS:
-            raise _fail(f"--datasets {name!r}: one of {', '.join(DATASETS)}")
+        if name not in DATASETS and name not in sets.PROBES:
+            raise _fail(f"--datasets {name!r}: one of {', '.join(DATASETS + list(sets.PROBES))}")
     for name in args.recipes:
         if name not in RECIPES:
             raise _fail(f"--recipes {name!r}: one of {', '.join(RECIPES)}")

@@ -17,6 +17,15 @@ background, so neither position, size nor colour says the class:
 - ``shapes-small``: a square vs a triangle of radius 4–8 px: small objects;
 - ``stripes``: a striped patch at a random place, horizontal vs vertical stripes (``stripes_images``, checked by
   ``check_stripes``), 32×32 upscaled to 64.
+
+Probe sets (``PROBES``: never used to choose the recipe, built after it was fixed, to test it on kinds of task it was
+not tuned on; numpy and Pillow only), 300 images a class as above:
+- ``probe-colour``: a red vs a blue object (hue 340–20° vs 200–240°, saturation and value 0.5–1) of a random shape
+  (circle, square, triangle), place, size and angle on a random grey: the class is the colour alone;
+- ``probe-count``: one vs two circles (radius 4–9 px, one colour per image, not touching);
+- ``probe-size``: a small vs a large object (radius 4–7 vs 11–18 px), shape drawn at random from four;
+- ``probe-letters``: stroked capitals E, F, L, T (4 classes) at a random place, height 14–34 px, stroke 2–4 px,
+  slant ±15°, on a noisy random background.
 """
 
 from __future__ import annotations
@@ -268,6 +277,89 @@ def build_stripes(root: Path) -> dict:
     return checks
 
 
+def _hsv(h: float, sat: float, v: float) -> np.ndarray:
+    import colorsys
+
+    return np.asarray(colorsys.hsv_to_rgb(h % 1.0, sat, v))
+
+
+def _free_spot(rng: np.random.Generator, r: float, taken: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """A centre for radius ``r`` inside the image and clear of every circle in ``taken`` by 2 px."""
+    for _ in range(1000):
+        cx, cy = rng.uniform(r + 1, SIZE - r - 1, 2)
+        if all(math.hypot(cx - x, cy - y) > r + q + 2 for x, y, q in taken):
+            return float(cx), float(cy)
+    raise RuntimeError("no free spot")
+
+
+def _probe_image(name: str, label: int, rng: np.random.Generator) -> np.ndarray:
+    """One image of class ``label`` of probe set ``name`` (module docstring)."""
+    bg = np.full((SIZE, SIZE, 3), rng.uniform(0.25, 0.75)) + rng.normal(0, 0.02, (SIZE, SIZE, 3))
+    if name == "probe-letters":
+        return _letter_image("EFLT"[label], rng)
+    if name == "probe-colour":
+        hue = rng.uniform(-20, 20) / 360 if label == 0 else rng.uniform(200, 240) / 360
+        colour = _hsv(hue, rng.uniform(0.5, 1), rng.uniform(0.5, 1))
+        r = rng.uniform(6, 18)
+        cx, cy = _free_spot(rng, r, [])
+        mask = shape_mask(str(rng.choice(["circle", "square", "triangle"])), cx, cy, r, rng.uniform(0, 2 * math.pi))
+    elif name == "probe-count":
+        colour = _contrasting(rng, bg.mean((0, 1)))
+        taken: list[tuple[float, float, float]] = []
+        for _ in range(label + 1):
+            r = rng.uniform(4, 9)
+            taken.append((*_free_spot(rng, r, taken), r))
+        mask = np.clip(sum(shape_mask("circle", x, y, q, 0.0) for x, y, q in taken), 0, 1)
+    elif name == "probe-size":
+        colour = _contrasting(rng, bg.mean((0, 1)))
+        r = rng.uniform(4, 7) if label == 0 else rng.uniform(11, 18)
+        cx, cy = _free_spot(rng, r, [])
+        kind = str(rng.choice(["circle", "square", "triangle", "star"]))
+        mask = shape_mask(kind, cx, cy, r, rng.uniform(0, 2 * math.pi))
+    else:
+        raise ValueError(name)
+    return np.clip(bg * (1 - mask[..., None]) + mask[..., None] * colour, 0, 1)
+
+
+_STROKES = {  # capitals as strokes in a unit box (x right, y down)
+    "E": [((0, 0), (0, 1)), ((0, 0), (0.8, 0)), ((0, 0.5), (0.65, 0.5)), ((0, 1), (0.8, 1))],
+    "F": [((0, 0), (0, 1)), ((0, 0), (0.8, 0)), ((0, 0.5), (0.65, 0.5))],
+    "L": [((0, 0), (0, 1)), ((0, 1), (0.8, 1))],
+    "T": [((0, 0), (0.9, 0)), ((0.45, 0), (0.45, 1))],
+}
+
+
+def _letter_image(letter: str, rng: np.random.Generator) -> np.ndarray:
+    from PIL import Image, ImageDraw
+
+    height = rng.uniform(14, 34)
+    width, stroke, slant = 0.7 * height, rng.uniform(2, 4), math.radians(rng.uniform(-15, 15))
+    x0, y0 = rng.uniform(4, SIZE - width - 4), rng.uniform(4, SIZE - height - 4)
+    big = Image.new("L", (SIZE * SUPER, SIZE * SUPER), 0)
+    draw = ImageDraw.Draw(big)
+
+    def at(u: float, v: float) -> tuple[float, float]:  # the box point (u, v), slanted about the baseline
+        return ((x0 + u * width + (1 - v) * height * math.tan(slant)) * SUPER, (y0 + v * height) * SUPER)
+
+    for a, b in _STROKES[letter]:
+        draw.line([at(*a), at(*b)], fill=255, width=round(stroke * SUPER))
+    mask = np.asarray(big.resize((SIZE, SIZE), Image.Resampling.BOX), np.float64)[..., None] / 255
+    bg = _plain(rng, 0.06)
+    return np.clip(bg * (1 - mask) + mask * _contrasting(rng, bg.mean((0, 1))), 0, 1)
+
+
+PROBES = {"probe-colour": ["red", "blue"], "probe-count": ["one", "two"], "probe-size": ["small", "large"],
+          "probe-letters": ["E", "F", "L", "T"]}  # fmt: skip
+
+
+def build_probe(root: Path, name: str) -> None:
+    rng = np.random.default_rng(100 + sorted(PROBES).index(name))
+    names = PROBES[name]
+    labels = np.repeat(np.arange(len(names)), PER_CLASS)
+    images = np.stack([_probe_image(name, int(lab), rng) for lab in labels])
+    write_generated(root, images, labels, names)
+
+
 def builders() -> dict[str, Callable[[Path], dict | None]]:
     """Every set by name → a function that writes it under a root folder (and returns its checks, if any)."""
     out: dict[str, Callable[[Path], dict | None]] = {
@@ -279,4 +371,6 @@ def builders() -> dict[str, Callable[[Path], dict | None]]:
     }
     for name in SHAPES:
         out[name] = lambda r, name=name: build_shapes(r, name)
+    for name in PROBES:
+        out[name] = lambda r, name=name: build_probe(r, name)
     return out
