@@ -107,9 +107,10 @@ def clearly_above_chance(accuracy: float | None, chance: float | None, n: int) -
 def generalisation(history: list[EpochMetrics], chance: float | None, n_val: int) -> tuple[str, str | None]:
     """The verdict on a run and, when nothing was learned, a warning that says what to try.
 
-    "Did not generalise": the training accuracy climbed (it ends ≥ 15 points above chance, or above its first
-    epoch) while the validation accuracy never got clearly above chance, or the validation loss only rose (the
-    first epoch is the best and the last is worse, over ≥ 3 epochs)."""
+    "Did not generalise": the validation accuracy never got clearly above chance — whether the training accuracy
+    climbed (memorised: it ends ≥ 15 points above chance, or above its first epoch) or not (nothing learned at
+    all) — or the training accuracy climbed while the validation loss only rose (the first epoch is the best and
+    the last is worse, over ≥ 3 epochs)."""
     scored = [m for m in history if m.val_accuracy is not None and m.val_loss is not None]
     if not scored or chance is None:
         return NOT_CHECKED, None
@@ -119,13 +120,23 @@ def generalisation(history: list[EpochMetrics], chance: float | None, n_val: int
     at_chance = not clearly_above_chance(top, chance, n_val)
     first_loss, last_loss = float(first.val_loss or 0.0), float(last.val_loss or 0.0)
     rising = len(scored) >= 3 and best_epoch(scored, 0.0) == first.epoch and last_loss > first_loss
-    if not climbed or not (at_chance or rising):
+    val = (
+        f"the validation accuracy never rose clearly above chance (best {top:.3f}, chance {chance:.3f}, {n_val} images)"
+    )
+    if at_chance and not climbed:
+        return NOT_GENERALISED, (
+            f"did not generalise: nothing was learned — {val}, and the training accuracy ended at "
+            f"{last.train_accuracy:.3f}. Try: more steps (--min-steps 7200) or epochs; the default recipe "
+            "(--augment default, --model small-cnn, --lr 2e-3) if you changed it; check that each class folder "
+            "holds what its name says"
+        )
+    if not (at_chance or rising) or not climbed:
         return GENERALISED, None
-    if at_chance:
-        what = f"the validation accuracy never rose clearly above chance (best {top:.3f}, chance {chance:.3f}, "
-        what += f"{n_val} images)"
-    else:
-        what = f"the validation loss only rose after epoch {first.epoch} ({first_loss:.4f} → {last_loss:.4f})"
+    what = (
+        val
+        if at_chance
+        else f"the validation loss only rose after epoch {first.epoch} ({first_loss:.4f} → {last_loss:.4f})"
+    )
     return NOT_GENERALISED, (
         f"did not generalise: {what} while the training accuracy reached {last.train_accuracy:.3f} — the model "
         "memorised its training images. Try: more images per class; the default recipe (--augment default, "
