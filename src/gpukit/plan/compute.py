@@ -163,6 +163,23 @@ def layer_gemms(m: TransformerSpec, tokens: int, tp: int = 1) -> list[float]:
     return [2.0 * tokens * n * k for n, k in shapes]
 
 
+# A 16-bit GEMM with a dimension that is not a multiple of 8 elements (GPT-2's 50,257-entry vocabulary) cannot use
+# the aligned tensor-core kernels: cuBLAS runs an align-1 CUTLASS kernel instead, which on an H200 reached 95 TFLOPS
+# in the forward and 143 in the backward's two GEMMs, 0.14 and 0.20 of the aligned rate at that size
+# (benchmarks/plan-kernel-mix_h200_2026-12-04.md). Padding the vocabulary to a multiple of 64 avoids it.
+UNALIGNED_GEMM_FRACTION = {"forward": 0.14, "backward": 0.20}
+LOGITS_FORWARD_SHARE = 23 / 50.5  # of logits_traffic_bytes (the rest is the backward's)
+
+
+def _head_s(m: TransformerSpec, rows: float, table: list[tuple[float, float]], dtype: str, tp: int, phase: str
+            ) -> float:  # fmt: skip
+    """The output head's GEMM(s) of one phase over ``rows`` positions (the backward has two of the forward's size)."""
+    t = _gemm_s([2.0 * rows * m.hidden_size * m.vocab_size / tp], table) * (2 if phase == "backward" else 1)
+    if dtype != "fp32" and (m.vocab_size // tp) % 8:
+        t /= UNALIGNED_GEMM_FRACTION[phase]
+    return t
+
+
 def _gemm_s(flops: list[float], table: list[tuple[float, float]]) -> float:
     return sum(f / (interp_rate(table, f) * 1e12) for f in flops)
 
@@ -224,8 +241,8 @@ def _transformer_train(m: TransformerSpec, s: PlanSettings, mem: MemoryBreakdown
     gemm = _rates(cal, cal.gemm, dtype)
     tokens = s.batch * s.seq
     layer = _gemm_s(layer_gemms(m, tokens, s.tp), gemm)
-    head = _gemm_s([2.0 * tokens * m.hidden_size * m.vocab_size / s.tp], gemm)
-    fwd_gemm, bwd_gemm = m.num_layers * layer + head, 2 * (m.num_layers * layer + head)
+    fwd_gemm = m.num_layers * layer + _head_s(m, tokens, gemm, dtype, s.tp, "forward")
+    bwd_gemm = 2 * m.num_layers * layer + _head_s(m, tokens, gemm, dtype, s.tp, "backward")
     # Eager attention, and fp32 SDPA with grouped-query attention (no fused fp32 GQA kernel: the math fallback),
     # compute the full square as two batched GEMMs; otherwise the causal flash kernel at its measured rates.
     if s.attn == "eager" or (s.recipe == "fp32" and m.num_kv_heads < m.num_heads):
@@ -238,7 +255,9 @@ def _transformer_train(m: TransformerSpec, s: PlanSettings, mem: MemoryBreakdown
         attn_b = m.num_layers * b / (interp_rate(_rates(cal, cal.attention_bwd, dtype), b) * 1e12)
     bw = cal.bandwidth_gbps * 1e9
     plain, recompute = _activation_traffic_bytes(m, s, mem, t)
-    fwd_mem, bwd_mem = plain * t.elementwise_passes / 3 / bw, plain * t.elementwise_passes * 2 / 3 / bw
+    logits = tokens * m.vocab_size / s.tp * t.logits_traffic_bytes  # the loss's bytes over both phases
+    fwd_mem = (plain * t.elementwise_passes / 3 + logits * LOGITS_FORWARD_SHARE) / bw
+    bwd_mem = (plain * t.elementwise_passes * 2 / 3 + logits * (1 - LOGITS_FORWARD_SHARE)) / bw
     if s.checkpointing:  # the backward recomputes every layer's forward first
         bwd_gemm += m.num_layers * layer
         attn_b += attn_f
@@ -283,16 +302,16 @@ def _cnn_train(m: CnnSpec, s: PlanSettings, mem: MemoryBreakdown, cal: Calibrati
 
 def _activation_traffic_bytes(model: TransformerSpec, s: PlanSettings, mem: MemoryBreakdown, t: TimingProfile
                               ) -> tuple[float, float]:  # fmt: skip
-    """(activation + logits bytes of a plain step, bytes the recomputation adds) before × ``elementwise_passes``.
+    """(activation bytes of a plain step, bytes the recomputation adds) before × ``elementwise_passes``.
 
     Checkpointing shrinks what is *kept*, not what is *computed*: every layer still writes its full activations in
     the forward, writes them again in the recomputed forward, and reads them in the backward. So the traffic is
     counted from the activations as without checkpointing, plus ``recompute_traffic_fraction`` of them for the
     recomputation (the forward's share, as the FLOPs' 4/3)."""
     if not s.checkpointing:
-        return float(mem.activations_bytes + mem.logits_bytes), 0.0
+        return float(mem.activations_bytes), 0.0
     full = estimate_memory(model, replace(s, checkpointing=False))
-    return float(full.activations_bytes + full.logits_bytes), full.activations_bytes * t.recompute_traffic_fraction
+    return float(full.activations_bytes), full.activations_bytes * t.recompute_traffic_fraction
 
 
 def _train_time(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, cal: Calibration, spec: GpuSpec,
@@ -329,11 +348,11 @@ def _decode_phases(m: TransformerSpec, s: PlanSettings, mem: MemoryBreakdown, ca
     gemm = _rates(cal, cal.gemm, dtype)
     tokens = s.batch * s.prompt
     layer = _gemm_s(layer_gemms(m, tokens, s.tp), gemm)
-    head = _gemm_s([2.0 * s.batch * m.hidden_size * m.vocab_size / s.tp], gemm)  # generate keeps the last position
+    head = _head_s(m, s.batch, gemm, dtype, s.tp, "forward")  # generate keeps the last position
     f = _attention_fwd_flops(m, s.batch, s.prompt, s.tp)
     attn = m.num_layers * f / (interp_rate(_rates(cal, cal.attention_fwd, dtype), f) * 1e12)
     acts, _, _ = activation_bytes(m, replace(s, task="train", recipe="bf16", seq=s.prompt, checkpointing=False))
-    memory = acts * t.elementwise_passes / 3 / (cal.bandwidth_gbps * 1e9)
+    memory = acts * t.prefill_elementwise_passes / 3 / (cal.bandwidth_gbps * 1e9)
     line = cal.host_decode.get(_group(m, cal.host_decode), {})
     host_p = line["prefill"][0] + line["prefill"][1] * m.num_layers if "prefill" in line else 0.0
     host_t = line["token"][0] + line["token"][1] * m.num_layers if "token" in line else 0.0
