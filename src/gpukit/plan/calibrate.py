@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpukit.plan.calibration import Calibration
+from gpukit.plan.calibration import CONVS, Calibration
 
 __all__ = ["GRID", "run_calibration"]
 
@@ -28,9 +28,6 @@ GEMMS = [(128, 768, 768), (512, 768, 3072), (2048, 1024, 1024), (2048, 4864, 896
          (32768, 4096, 4096)]  # fmt: skip
 # (batch, heads, seq, head dim) of causal SDPA
 ATTENTION = [(1, 12, 128, 64), (4, 16, 512, 64), (8, 16, 1024, 64), (4, 32, 2048, 64), (2, 32, 4096, 128)]
-# (batch, in channels, size, out channels, kernel, stride) of convolutions, ResNet-50's and the seed CNN's
-CONVS = [(64, 64, 56, 64, 3, 1), (64, 256, 56, 64, 1, 1), (64, 128, 28, 128, 3, 1), (64, 512, 7, 512, 3, 1),
-         (32, 3, 224, 64, 7, 2), (256, 3, 64, 32, 3, 1)]  # fmt: skip
 TINY = {
     "gpt2": {"model_type": "gpt2", "vocab_size": 256, "n_embd": 64, "n_head": 4, "n_positions": 64},
     "llama": {"model_type": "llama", "vocab_size": 256, "hidden_size": 64, "num_attention_heads": 4,

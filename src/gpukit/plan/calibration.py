@@ -36,10 +36,13 @@ from gpukit.errors import PlanError
 from gpukit.hardware.specs import GpuSpec
 
 __all__ = [
+    "CONVS",
     "SCHEMA",
     "Calibration",
     "HostLine",
     "calibration_dir",
+    "conv_body_rate",
+    "conv_forward_flops",
     "datasheet_calibration",
     "find_calibration",
     "interp_rate",
@@ -185,6 +188,32 @@ def from_dict(doc: Any, path: Path | str = "<dict>") -> Calibration:
         measured=True,
         meta=dict(doc.get("meta", {})) if isinstance(doc.get("meta"), dict) else {},
     )
+
+
+# (batch, in channels, size, out channels, kernel, stride) of the convolutions `plan --calibrate` times: ResNet-50's
+# body, its stem and the seed CNN's
+CONVS = [(64, 64, 56, 64, 3, 1), (64, 256, 56, 64, 1, 1), (64, 128, 28, 128, 3, 1), (64, 512, 7, 512, 3, 1),
+         (32, 3, 224, 64, 7, 2), (256, 3, 64, 32, 3, 1)]  # fmt: skip
+BODY_MIN_CHANNELS = 16  # a convolution with fewer input channels is a stem (the image's 3), not a body layer
+
+
+def conv_forward_flops(n: int, c: int, size: int, oc: int, k: int, stride: int) -> float:
+    """Forward FLOPs of one CONVS shape (padding k // 2, as calibrated)."""
+    out = (size + 2 * (k // 2) - k) // stride + 1
+    return 2.0 * n * oc * out * out * c * k * k
+
+
+def conv_body_rate(table: list[tuple[float, float]]) -> float | None:
+    """The FLOP-weighted mean TFLOPS (forward + backward) of the calibrated convolutions with at least
+    BODY_MIN_CHANNELS input channels: what a deep CNN's layers after its stem run at. None when the table was not
+    measured on this grid. Interpolating by a layer's mean FLOPs instead mixed in the 3-channel stems (8-20 TFLOPS
+    in bf16 on an H200) and priced ResNet-50's convolutions at 8-260 TFLOPS by batch size, where its kernels ran at
+    125-200 (bf16) and 96 (TF32) in benchmarks/plan-kernel-mix_h200_2026-12-04.md."""
+    body = [conv_forward_flops(*shape) for shape in CONVS if shape[1] >= BODY_MIN_CHANNELS]
+    rows = [(f, r) for f, r in table if r > 0 and any(math.isclose(f, b, rel_tol=1e-9) for b in body)]
+    if not rows:
+        return None
+    return sum(f for f, _ in rows) / sum(f / r for f, r in rows)
 
 
 def load_calibration(path: Path) -> Calibration:

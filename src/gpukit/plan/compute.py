@@ -28,6 +28,7 @@ from gpukit.plan.calibration import (
     PRACTICAL_BW_FRACTION,
     PRACTICAL_GEMM_FRACTION,
     Calibration,
+    conv_body_rate,
     datasheet_calibration,
     interp_rate,
 )
@@ -112,14 +113,17 @@ class PhaseTime:
         return asdict(self)
 
 
-def _phase(name: str, gemm: float, attn: float, memory: float, host: float, t: TimingProfile) -> PhaseTime:
+def _phase(name: str, gemm: float, attn: float, memory: float, host: float, t: TimingProfile, cnn: bool = False
+           ) -> PhaseTime:  # fmt: skip
     gpu = gemm + attn + memory
     decode = name in ("prefill", "decode_token")
     # the host floor is measured on tiny models; a real model's Python runs slower per op (larger caches and
     # allocator work): a fitted scale per kind. generate() synchronises once per token (its stop check), so its
     # steps overlap less than a training phase.
     host *= t.decode_host_scale if decode else t.host_scale
-    penalty = t.decode_overlap_penalty if decode else t.overlap_penalty
+    # a CNN's layers differ widely (early ones move large activations, late ones little), so some wait on the host
+    # while others keep the GPU busy: its phases overlap less than a transformer's identical layers
+    penalty = t.decode_overlap_penalty if decode else t.cnn_overlap_penalty if cnn else t.overlap_penalty
     total = max(gpu, host) + penalty * min(gpu, host)
     parts = {"gemm": gemm, "attention": attn, "memory": memory}
     bound = "host" if host >= gpu else max(parts, key=lambda k: parts[k])
@@ -283,7 +287,9 @@ def _cnn_train(m: CnnSpec, s: PlanSettings, mem: MemoryBreakdown, cal: Calibrati
     rates = _rates(cal, cal.conv or cal.gemm, dtype)
     fwd_flops = m.flops_per_sample * s.batch
     per_layer = fwd_flops / max(1, m.weight_layers)
-    fwd = fwd_flops / (interp_rate(rates, per_layer) * 1e12)
+    # a deep CNN at its body convolutions' rate; a shallow one (the seed CNN: one 3-channel convolution) by size
+    body = conv_body_rate(rates) if m.weight_layers >= 10 else None
+    fwd = fwd_flops / ((body or interp_rate(rates, per_layer)) * 1e12)
     traffic = mem.activations_bytes * t.cnn_elementwise_passes / (cal.bandwidth_gbps * 1e9)
     host = cal.host_cnn.get(f"{_cnn_key(m)}|{s.mode}", {})
     resnet = cal.host_cnn.get(f"resnet50|{s.mode}", {})  # another CNN: ResNet-50's host cost per weight layer
@@ -294,8 +300,8 @@ def _cnn_train(m: CnnSpec, s: PlanSettings, mem: MemoryBreakdown, cal: Calibrati
         return resnet.get(phase, 0.0) * m.weight_layers / 54
 
     return [
-        _phase("forward", fwd, 0.0, traffic / 3, host_of("forward"), t),
-        _phase("backward", 2 * fwd, 0.0, traffic * 2 / 3, host_of("backward"), t),
+        _phase("forward", fwd, 0.0, traffic / 3, host_of("forward"), t, cnn=True),
+        _phase("backward", 2 * fwd, 0.0, traffic * 2 / 3, host_of("backward"), t, cnn=True),
         _optimizer_phase(m, s, mem, cal, t),
     ]
 
