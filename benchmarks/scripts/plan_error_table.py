@@ -4,10 +4,15 @@ predict every configuration and report the fit set and the held-out third apart.
     PYTHONPATH=src python3 benchmarks/scripts/plan_error_table.py RUN_DIR [--md OUT.md] [--json OUT.json]
 
 RUN_DIR holds what plan_error_grid.py wrote (calibration.json, rows.jsonl, meta.json). The fit reads only rows not
-marked held-out: it searches ``TimingProfile``'s ``elementwise_passes`` (transformers), ``cnn_elementwise_passes``,
-``overlap_penalty`` and ``decode_overlap_penalty`` for the smallest p90 (+ a quarter of the max) of |time error|
-on the fit rows (coordinate search over a fixed grid).
-Memory is not fitted here: the memory model's coefficients predate this run, so every row is new to it.
+marked held-out and fits one part at a time, each against what measures it (``fit``):
+1. ``elementwise_passes``: the smallest p90 of |predicted GPU / measured device-busy − 1| over the transformer
+   rows' forward and backward phases (the profiler's device time: the GPU part alone);
+2. ``host_scale``: the median of measured phase time / predicted host time over the transformer phases that are
+   clearly host-bound (predicted host > 1.3 × GPU);
+3. ``overlap_penalty``: the smallest p90 (+ a quarter of the max) of |step error| over the transformer rows;
+4. ``cnn_elementwise_passes`` and ``cnn_overlap_penalty`` together: the smallest median |step error| over the
+   CNN rows (their p90 is set by the seed CNN's host floor, which neither moves).
+The decode constants are kept. Memory is not fitted here: the memory model's coefficients predate these runs.
 """
 
 from __future__ import annotations
@@ -30,14 +35,11 @@ from gpukit.plan.compute import estimate_time
 from gpukit.plan.memory import PlanSettings, estimate_memory
 from gpukit.plan.profiles import TIMING, TimingProfile
 
-SEARCH = {
-    "elementwise_passes": [x / 2 for x in range(4, 41)],
-    "cnn_elementwise_passes": [float(x) for x in range(2, 61, 2)],
-    "overlap_penalty": [x / 20 for x in range(0, 21)],
-    "decode_overlap_penalty": [x / 20 for x in range(0, 21)],
-    "host_scale": [x / 10 for x in range(5, 26)],
-    "decode_host_scale": [x / 10 for x in range(5, 31)],
-}
+PASSES = [x / 2 for x in range(4, 41)]
+PENALTIES = [x / 20 for x in range(0, 21)]
+CNN_PASSES = [float(x) for x in range(4, 41, 4)]
+CNN = ("resnet50", "seed-cnn")
+HOST_BOUND = 1.3  # a phase is clearly host-bound where its predicted host time is this many times its GPU time
 
 
 model_for = functools.lru_cache(maxsize=None)(plan_error_grid.model_for)  # --image-size recounts on meta: once
@@ -87,14 +89,48 @@ def _score(rows: list[dict[str, Any]], cal: Calibration, prof: TimingProfile) ->
     return _p90(errs) + 0.25 * max(errs)
 
 
+def _gpu_errors(rows: list[dict[str, Any]], cal: Calibration, prof: TimingProfile) -> list[float]:
+    out = []
+    for r in rows:
+        for ph in predict(r, cal, prof)["phases"]:
+            if ph["name"] in ("forward", "backward") and ph["measured_device_s"]:
+                out.append(abs(ph["gpu_s"] / ph["measured_device_s"] - 1))
+    return out
+
+
+def _host_ratios(rows: list[dict[str, Any]], cal: Calibration, prof: TimingProfile) -> list[float]:
+    out = []
+    for r in rows:
+        for ph in predict(r, cal, dataclasses.replace(prof, host_scale=1.0))["phases"]:
+            if ph["name"] in ("forward", "backward") and ph["measured_s"] and ph["host_s"] > HOST_BOUND * ph["gpu_s"]:
+                out.append(ph["measured_s"] / ph["host_s"])
+    return out
+
+
 def fit(rows: list[dict[str, Any]], cal: Calibration) -> TimingProfile:
-    """Coordinate search over SEARCH on the fit rows: held-out rows are dropped here, before anything reads them."""
-    rows = [r for r in rows if not r["held_out"]]
+    """The staged fit of the module docstring, on the fit rows: held-out rows are dropped here, before anything
+    reads them."""
+    train = [r for r in rows if not r["held_out"] and r["settings"]["task"] == "train"]
+    tf = [r for r in train if r["model"] not in CNN]
+    cnn = [r for r in train if r["model"] in CNN]
     prof = TIMING
-    for _ in range(3):
-        for name, grid in SEARCH.items():
-            best = min(grid, key=lambda v, n=name: _score(rows, cal, dataclasses.replace(prof, **{n: v})))
-            prof = dataclasses.replace(prof, **{name: best})
+    if tf:
+        best = min(PASSES, key=lambda v: _p90(_gpu_errors(tf, cal, dataclasses.replace(prof, elementwise_passes=v))))
+        prof = dataclasses.replace(prof, elementwise_passes=best)
+        ratios = _host_ratios(tf, cal, prof)
+        if ratios:
+            prof = dataclasses.replace(prof, host_scale=round(statistics.median(ratios), 2))
+        best = min(PENALTIES, key=lambda v: _score(tf, cal, dataclasses.replace(prof, overlap_penalty=v)))
+        prof = dataclasses.replace(prof, overlap_penalty=best)
+    if cnn:
+        grid = [(p, q) for p in CNN_PASSES for q in PENALTIES[::5]]
+
+        def median_err(pq: tuple[float, float]) -> float:
+            trial = dataclasses.replace(prof, cnn_elementwise_passes=pq[0], cnn_overlap_penalty=pq[1])
+            return statistics.median(abs(predict(r, cal, trial)["time_err"] or 9.0) for r in cnn)
+
+        p, q = min(grid, key=median_err)
+        prof = dataclasses.replace(prof, cnn_elementwise_passes=p, cnn_overlap_penalty=q)
     return prof
 
 
@@ -106,6 +142,11 @@ def _ms(x: float | None) -> str:
     return "n/a" if x is None else (f"{x * 1e3:.1f} ms" if x < 10 else f"{x:.2f} s")
 
 
+def row_set(row: dict[str, Any]) -> str:
+    """The row's set: its ``subset`` when a combined run names one (e.g. "held out, clean"), else fit / held out."""
+    return str(row.get("subset") or ("held out" if row["held_out"] else "fit"))
+
+
 def table(rows: list[dict[str, Any]], preds: list[dict[str, Any]]) -> str:
     head = ("| configuration | set | pred alloc GiB | meas alloc GiB | mem err | pred time | meas time | time err "
             "| bound per phase | phase errors |\n|---|---|---:|---:|---:|---:|---:|---:|---|---|")  # fmt: skip
@@ -114,7 +155,7 @@ def table(rows: list[dict[str, Any]], preds: list[dict[str, Any]]) -> str:
         bounds = ", ".join(f"{ph['name'].replace('decode_token', 'token')}: {ph['bound']}" for ph in p["phases"])
         perr = ", ".join(f"{ph['name'].replace('decode_token', 'token')} {_pct(ph['err'])}" for ph in p["phases"])
         lines.append(
-            f"| {r['config']} | {'held out' if r['held_out'] else 'fit'} | {p['pred_alloc'] / 2**30:.2f} | "
+            f"| {r['config']} | {row_set(r)} | {p['pred_alloc'] / 2**30:.2f} | "
             f"{p['meas_alloc'] / 2**30:.2f} | {_pct(p['mem_err'])} | {_ms(p['pred_t'])} | {_ms(p['meas_t'])} | "
             f"{_pct(p['time_err'])} | {bounds} | {perr} |"
         )
@@ -140,16 +181,17 @@ def generate_table(rows: list[dict[str, Any]], preds: list[dict[str, Any]]) -> s
              "|---|---|---:|---:|---:|---:|"]  # fmt: skip
     for r, p in zip(rows, preds, strict=True):
         if p["kind"] == "infer":
-            lines.append(f"| {r['config']} | {'held out' if r['held_out'] else 'fit'} | {_ms(p['pred_t'])} | "
+            lines.append(f"| {r['config']} | {row_set(r)} | {_ms(p['pred_t'])} | "
                          f"{_ms(p['meas_t'])} | {_pct(p['time_err'])} | {_ms(p.get('cold_s'))} |")  # fmt: skip
     return "\n".join(lines)
 
 
 def summary(rows: list[dict[str, Any]], preds: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for held, name in ((True, "held_out"), (False, "fit")):
-        sel = [p for r, p in zip(rows, preds, strict=True) if r["held_out"] == held]
-        out[name] = {
+    names = dict.fromkeys([row_set(r) for r in rows if r["held_out"]] + [row_set(r) for r in rows if not r["held_out"]])
+    for name in names or ("held out", "fit"):
+        sel = [p for r, p in zip(rows, preds, strict=True) if row_set(r) == name]
+        out[name.replace(" ", "_")] = {
             "memory": stats([p["mem_err"] for p in sel]),
             "step_time": stats([p["time_err"] for p in sel if p["kind"] == "train" and p["time_err"] is not None]),
             "generate_time": stats([p["time_err"] for p in sel if p["kind"] == "infer" and p["time_err"] is not None]),

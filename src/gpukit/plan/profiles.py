@@ -75,8 +75,9 @@ def profile_for(family: str, mode: str) -> ActivationProfile:
 @dataclass(frozen=True)
 class TimingProfile:
     """The time model's few fitted constants (compute.py); everything else it uses is a measured part
-    (``plan --calibrate``, plan/calibration.py). Refitted on 2026-12-04 on the 32 training rows measured on H200s on
-    2026-12-01 and 2026-12-02 (benchmarks/plan-error_h200_2026-12-04.md), one part at a time:
+    (``plan --calibrate``, plan/calibration.py). Refitted on 2026-12-04 by benchmarks/scripts/plan_error_table.py's
+    ``fit`` on the 32 training rows measured on H200s on 2026-12-01 and 2026-12-02
+    (benchmarks/plan-error_h200_2026-12-04.md), one part at a time:
     ``elementwise_passes`` against each transformer phase's measured device-busy time (the GPU part alone, with
     ``logits_traffic_bytes`` counted from the kernels); ``host_scale`` as the median of measured / predicted host
     time over the phases that are clearly host-bound; ``overlap_penalty``, ``cnn_elementwise_passes`` and
@@ -84,7 +85,7 @@ class TimingProfile:
     NEW_HELD_OUT_3 (benchmarks/scripts/plan_error_grid.py), measured after the constants were fixed."""
 
     # activation bytes are moved this many times over forward + backward (element-wise, normalisation, casts, copies)
-    elementwise_passes: float = 15.0
+    elementwise_passes: float = 17.5
     # bytes moved per logit element by the loss over forward + backward (fp32 upcast, log-softmax, its gradient, the
     # cast back): counted from the kernels, 23 forward + 27.5 backward at the calibrated bandwidth
     # (benchmarks/plan-kernel-mix_h200_2026-12-04.md, Qwen2-0.5B's 151,936-entry vocabulary)
@@ -95,7 +96,7 @@ class TimingProfile:
     overlap_penalty: float = 0.0  # phase = max(gpu, host) + this × min(gpu, host): where the other one is the bound
     cnn_overlap_penalty: float = 0.5  # the same for a CNN's forward and backward
     decode_overlap_penalty: float = 0.65  # the same for prefill and a decode step of generate()
-    host_scale: float = 1.08  # a real model's host floor / the calibrated tiny models' (training phases)
+    host_scale: float = 1.03  # a real model's host floor / the calibrated tiny models' (training phases)
     decode_host_scale: float = 1.1  # the same for prefill and a decode step
 
 

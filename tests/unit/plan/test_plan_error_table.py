@@ -1,4 +1,4 @@
-"""The published H200 error table (benchmarks/plan-error_h200_2026-12-01.md) is what the shipped calibration and
+"""The published H200 error table (benchmarks/plan-error_h200_2026-12-04.md) is what the shipped calibration and
 TimingProfile predict: a change to the time or memory model that moves a published prediction fails here, and the
 table must be regenerated (benchmarks/scripts/plan_error_table.py) with it."""
 
@@ -18,7 +18,7 @@ from gpukit.plan.memory import PlanSettings, estimate_memory
 from gpukit.plan.profiles import TIMING
 
 ROOT = Path(__file__).resolve().parents[3]
-TABLE = ROOT / "benchmarks" / "json" / "plan-error_h200_2026-12-01.json"
+TABLE = ROOT / "benchmarks" / "json" / "plan-error_h200_2026-12-04.json"
 DOC = json.loads(TABLE.read_text()) if TABLE.is_file() else {"rows": [], "profile": {}}
 ROWS: list[dict[str, Any]] = DOC["rows"]
 
@@ -26,7 +26,9 @@ ROWS: list[dict[str, Any]] = DOC["rows"]
 def test_the_table_is_there_and_a_third_is_held_out() -> None:
     assert len(ROWS) >= 30
     held = sum(r["held_out"] for r in ROWS)
-    assert 0.3 <= held / len(ROWS) <= 0.4
+    assert held / len(ROWS) >= 1 / 3  # a third at least is kept out of every fit
+    clean = [r for r in ROWS if r.get("subset") == "held out, clean"]
+    assert len(clean) >= 10 and all(r["held_out"] for r in clean)
     assert DOC["profile"] == {k: pytest.approx(v) for k, v in TIMING.__dict__.items()}  # fitted = shipped
 
 
