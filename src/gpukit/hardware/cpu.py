@@ -96,7 +96,8 @@ def amx_bf16_usable(cpuinfo: str | None = None, max_isa: str | None = None) -> b
     ``ONEDNN_MAX_CPU_ISA`` (when set) does not cap oneDNN below AMX.
 
     Only AMX makes CPU bf16 worth it: the default network's training step on 2 cores took 0.60x the fp32 time with AMX,
-    1.16x with AVX512-BF16 alone, 2.4x with bf16 emulated on AVX-512 and 7.3x on AVX2 (docs/train.md).
+    1.16x with AVX512-BF16 alone, 2.2x with bf16 emulated on AVX-512 and 7.3x on AVX2
+    (benchmarks/train-cpu-amp_2026-12-04.md).
     """
     text = _read(Path("/proc/cpuinfo")) if cpuinfo is None else cpuinfo
     flags = parse_cpuinfo(text or "")["flags"]
