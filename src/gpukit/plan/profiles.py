@@ -82,7 +82,8 @@ class TimingProfile:
     ``logits_traffic_bytes`` counted from the kernels); ``host_scale`` as the median of measured / predicted host
     time over the phases that are clearly host-bound; ``overlap_penalty``, ``cnn_elementwise_passes`` and
     ``cnn_overlap_penalty`` against the step times. The decode constants are the 2026-12-01 fit's. The test is
-    NEW_HELD_OUT_3 (benchmarks/scripts/plan_error_grid.py), measured after the constants were fixed."""
+    NEW_HELD_OUT_3 (benchmarks/scripts/plan_error_grid.py): measured after the model's parts were fixed, and read by
+    no fit."""
 
     # activation bytes are moved this many times over forward + backward (element-wise, normalisation, casts, copies)
     elementwise_passes: float = 17.5

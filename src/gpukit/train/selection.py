@@ -130,7 +130,7 @@ def generalisation(history: list[EpochMetrics], chance: float | None, n_val: int
             "(--augment default, --model small-cnn, --lr 2e-3) if you changed it; check that each class folder "
             "holds what its name says"
         )
-    if not (at_chance or rising) or not climbed:
+    if not climbed or not (at_chance or rising):
         return GENERALISED, None
     what = (
         val
