@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -328,8 +328,12 @@ def measure(model: ModelSpec, s: PlanSettings, steps: int = 5) -> Measurement:
     torch.manual_seed(0)
     gc.collect()  # a previous model caught in a reference cycle would still hold memory and inflate the peak
     torch.cuda.empty_cache()
+    # what is allocated already (an earlier model in this process, a notebook's tensors) is not this run's: the plan
+    # predicts what the run itself allocates
+    base = int(torch.cuda.memory_allocated())
     try:
-        return _train(torch, model, s, steps) if s.task == "train" else _infer(torch, model, s)
+        m = _train(torch, model, s, steps) if s.task == "train" else _infer(torch, model, s)
+        return _without_base(m, base)
     except torch.cuda.OutOfMemoryError as exc:
         raise DeviceError(
             f"out of GPU memory while measuring: {str(exc).splitlines()[0]}",
@@ -338,6 +342,12 @@ def measure(model: ModelSpec, s: PlanSettings, steps: int = 5) -> Measurement:
     finally:
         gc.collect()
         torch.cuda.empty_cache()
+
+
+def _without_base(m: Measurement, base: int) -> Measurement:
+    """``m`` with the bytes allocated before the run taken off its allocated peaks (reserved stays process-wide)."""
+    phases = {k: v - base if k.endswith("_allocated_bytes") else v for k, v in m.phases.items()}
+    return replace(m, peak_allocated_bytes=m.peak_allocated_bytes - base, phases=phases)
 
 
 # --- results history (the one gpukit.history, shared with gpukit bench) ---

@@ -62,7 +62,18 @@ def test_measure_trains_the_seed_cnn(cpu_cuda: None) -> None:
     assert {"forward_peak_allocated_bytes", "backward_peak_allocated_bytes", "step_peak_allocated_bytes"} <= set(
         m.phases
     )
-    assert m.peak_allocated_bytes > 1000
+    # the stand-in reports 500 bytes allocated before the run (and a peak above 1000): they are not the run's
+    assert 500 < m.peak_allocated_bytes < 1000 + 10**6 - 500
+    assert all(v < 10**6 for k, v in m.phases.items() if k.endswith("_allocated_bytes"))
+
+
+def test_what_was_allocated_before_the_run_is_not_counted() -> None:
+    """A process that already holds GPU memory (an earlier model, a notebook) measures only the run's own peak."""
+    m = measuring.Measurement("GPU", 5000, 9000, phases={"forward_peak_allocated_bytes": 4000,
+                                                           "forward_end_allocated_bytes": 3000})  # fmt: skip
+    out = measuring._without_base(m, 1000)
+    assert out.peak_allocated_bytes == 4000 and out.peak_reserved_bytes == 9000
+    assert out.phases == {"forward_peak_allocated_bytes": 3000, "forward_end_allocated_bytes": 2000}
 
 
 def test_measure_bf16_cnn_input_matches_weights(cpu_cuda: None) -> None:
