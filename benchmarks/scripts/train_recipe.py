@@ -149,10 +149,16 @@ def to_markdown(doc: dict) -> str:
         "",
         "Recipes: " + "; ".join(f"**{k}** `gpukit train DATA {' '.join(v)}`" for k, v in RECIPES.items()) + ".",
         f"Seeds {', '.join(map(str, doc['seeds']))}. Held-out accuracy of the run's `best` checkpoint (`predict`). "
-        f"Wall: the whole `gpukit train` process, start to exit, mean over the seeds, measured while {doc['jobs']} "
-        "runs shared the machine (*shared*: slower than alone); *alone*: the default recipe run again, one run at a "
-        "time (seeds " + (", ".join(map(str, doc["alone_seeds"])) or "none") + "). Train: the training loop's own "
-        "seconds (`times.train_s`, shared), mean.",
+        "Wall: the whole `gpukit train` process, start to exit, mean over the seeds, "
+        + (
+            f"measured while {doc['jobs']} runs shared the machine (*shared*: slower than alone)"
+            if doc["jobs"] > 1
+            else "one run at a time (the *shared* column)"
+        )
+        + "; *alone*: the default recipe run again, one run at a time (seeds "
+        + (", ".join(map(str, doc["alone_seeds"])) or "none")
+        + "). Train: the training loop's own "
+        "seconds (`times.train_s`), mean.",
         "",
         "| data set | recipe (model) | held-out n | held-out acc per seed | mean | worst | wall s shared | "
         "wall s alone | train s | verdict | ≥ 95 % every seed? |",
