@@ -68,16 +68,17 @@ def kernel_class(name: str) -> str:
     return "other"
 
 
-def phase_kernels(prof: Any, phase: str) -> tuple[dict[str, dict[str, float]], float, list[tuple[str, float]]]:
+def phase_kernels(events: list[Any], phase: str) -> tuple[dict[str, dict[str, float]], float, list[tuple[str, float]]]:
     """({class: {"ms", "launches"}}, host ms, the ten longest kernels) of the ``gpukit:<phase>`` range."""
-    events = list(prof.events())
-    ranges = [e for e in events if e.name == f"gpukit:{phase}" and str(e.device_type).endswith("CPU")]
-    lo, hi = min(e.time_range.start for e in ranges), max(e.time_range.end for e in ranges)
+    from gpukit.plan.measure import phase_events
+
+    found = phase_events(events, phase)
+    if found is None:
+        raise RuntimeError(f"the profile has no gpukit:{phase} range")
+    inside, span = found
     out: dict[str, dict[str, float]] = {}
     per_name: dict[str, float] = {}
-    for e in events:
-        if not str(e.device_type).endswith("CPU") or not lo <= e.time_range.start <= hi or e.name.startswith("gpukit:"):
-            continue
+    for e in inside:
         for k in getattr(e, "kernels", []) or []:
             ms = k.duration / 1e3
             slot = out.setdefault(kernel_class(k.name), {"ms": 0.0, "launches": 0})
@@ -85,7 +86,7 @@ def phase_kernels(prof: Any, phase: str) -> tuple[dict[str, dict[str, float]], f
             slot["launches"] += 1
             per_name[k.name] = per_name.get(k.name, 0.0) + ms
     top = sorted(per_name.items(), key=lambda kv: -kv[1])[:10]
-    return out, (hi - lo) / 1e3, [(n[:90], round(v, 3)) for n, v in top]
+    return out, span * 1e3, [(n[:90], round(v, 3)) for n, v in top]
 
 
 def predicted_parts(name: str, kw: dict[str, Any], image: int | None) -> dict[str, dict[str, float]]:
@@ -124,8 +125,9 @@ def profile_one(name: str, kw: dict[str, Any], image: int | None) -> dict[str, A
         torch.cuda.synchronize()
     row: dict[str, Any] = {"config": grid.label(name, kw, image), "phases": {}}
     predicted = predicted_parts(name, kw, image)
+    events = list(prof.events())  # once: each phase reads its own range of them
     for phase in m.PHASES:
-        classes, host_ms, top = phase_kernels(prof, phase)
+        classes, host_ms, top = phase_kernels(events, phase)
         reported = m.REPORTED[phase]
         row["phases"][reported] = {"classes": classes, "host_ms": host_ms, "top": top,
                                    "predicted_ms": predicted.get(reported, {})}  # fmt: skip

@@ -31,6 +31,7 @@ __all__ = [
     "enable_checkpointing",
     "load_ceilings",
     "measure",
+    "phase_events",
     "phase_split",
     "save_validation",
 ]
@@ -168,25 +169,29 @@ def _profiled(torch: Any) -> Any:
     return torch.profiler.profile(activities=acts)
 
 
+def phase_events(events: list[Any], name: str) -> tuple[list[Any], float] | None:
+    """The CPU events that started inside the ``gpukit:<name>`` range of a profile's events, and the range's span in
+    seconds; None without that range. Every CPU event that started inside it counts — autograd runs the backward on
+    its own thread, so children of the range would miss it."""
+    ranges = [e for e in events if e.name == f"gpukit:{name}" and str(e.device_type).endswith("CPU")]
+    if not ranges:
+        return None
+    lo, hi = min(e.time_range.start for e in ranges), max(e.time_range.end for e in ranges)
+    inside = [e for e in events if str(e.device_type).endswith("CPU") and lo <= e.time_range.start <= hi
+              and not e.name.startswith("gpukit:")]  # fmt: skip
+    return inside, (hi - lo) / 1e6
+
+
 def phase_split(prof: Any, names: tuple[str, ...]) -> dict[str, dict[str, float]]:
     """Host and device seconds of each ``gpukit:<name>`` range of a profile. Host: the range's span. Device: the
-    kernels of every CPU event that started inside it — autograd runs the backward on its own thread, so children of
-    the range would miss it."""
+    kernels of the CPU events that started inside it (``phase_events``)."""
     events = list(prof.events())
     out: dict[str, dict[str, float]] = {}
     for name in names:
-        ranges = [e for e in events if e.name == f"gpukit:{name}" and str(e.device_type).endswith("CPU")]
-        if not ranges:
-            continue
-        lo, hi = min(e.time_range.start for e in ranges), max(e.time_range.end for e in ranges)
-        dev = sum(
-            e.self_device_time_total
-            for e in events
-            if str(e.device_type).endswith("CPU")
-            and lo <= e.time_range.start <= hi
-            and not e.name.startswith("gpukit:")
-        )
-        out[name] = {"host_s": (hi - lo) / 1e6, "device_s": dev / 1e6}
+        found = phase_events(events, name)
+        if found is not None:
+            inside, span = found
+            out[name] = {"host_s": span, "device_s": sum(e.self_device_time_total for e in inside) / 1e6}
     return out
 
 
