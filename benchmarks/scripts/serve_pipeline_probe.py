@@ -42,6 +42,7 @@ def main() -> int:
     ap.add_argument("--images", type=int, default=512)
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--device", default="cuda")  # cpu: a dry run of the script
+    ap.add_argument("--modes", default="pinned,pageable", help="nvJPEG's input bitstreams: pinned (gpukit's), pageable")
     args = ap.parse_args()
     import numpy as np
     from PIL import Image
@@ -63,6 +64,22 @@ def main() -> int:
         jpegs = [np.zeros((3, 224, 224), np.uint8) for _ in jpegs]  # the CPU runner takes decoded pixels
     runner.warm_batch_decoder() if args.device == "cuda" else None
     doc: dict = {"jpeg_bytes_mean": statistics.mean(map(len, jpegs))}
+    decoder = runner.stager.decoder
+    pinned = decoder._pinned
+    for mode in args.modes.split(","):
+        if mode == "pageable":  # what gpukit did before: one pageable tensor per JPEG
+            import torch
+
+            decoder._pinned = lambda datas: [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in datas]
+        else:
+            decoder._pinned = pinned
+        doc[mode] = stages(runner, jpegs, args.seconds)
+    (out / "serve-pipeline-probe.json").write_text(json.dumps(doc, indent=2))
+    return 0
+
+
+def stages(runner, jpegs, seconds: float) -> dict:
+    doc: dict = {}
     for b in (64, 128, 256):
         items = jpegs[:b]
         prep = timed(lambda items=items: runner.prepare(items), 10)
@@ -76,11 +93,10 @@ def main() -> int:
                         "execute_ms": 1e3 * statistics.median(exe[2:]),
                         "prepare_beside_execute_ms": 1e3 * statistics.median(loaded[2:])}  # fmt: skip
         print(f"batch {b}: {doc[f'b{b}']}", flush=True)
-    for max_batch in (128, 256):
-        doc[f"batcher_max{max_batch}"] = batcher_rate(runner, jpegs, max_batch, args.seconds, None, 256)
+    for max_batch in (64, 128, 256):
+        doc[f"batcher_max{max_batch}"] = batcher_rate(runner, jpegs, max_batch, seconds, None, 256)
         print(f"batcher max {max_batch}: {doc[f'batcher_max{max_batch}']}", flush=True)
-    (out / "serve-pipeline-probe.json").write_text(json.dumps(doc, indent=2))
-    return 0
+    return doc
 
 
 if __name__ == "__main__":

@@ -70,3 +70,38 @@ def test_batch_decoded_bytes_give_the_labels_of_decoded_pixels(ckpt: Path, kind:
     # (rows land in other passes and buckets: cuDNN rounding moves them by up to 1.2e-4 on the H200, where a wrong
     # image moves them by 1e-2 and more)
     np.testing.assert_allclose(again[::-1], from_bytes, rtol=0, atol=1e-3)
+
+
+def test_nvjpeg_from_the_pinned_buffer_decodes_what_pageable_bytes_decode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch's JPEGs go to nvJPEG as slices of one reused pinned buffer: every batch (a small one, one that
+    grows the buffer, one that reuses it with other bytes, one over the cap) decodes to the pixels that one pageable
+    tensor per JPEG gives, and a broken JPEG among them fails alone."""
+    from PIL import Image
+
+    from gpukit.serve import staging
+
+    rng = np.random.default_rng(3)
+    jpegs = []
+    for side in (16, 48, 64, 40) * 10:
+        buf = io.BytesIO()
+        Image.fromarray(rng.integers(0, 256, (side, side, 3), dtype=np.uint8)).save(buf, "JPEG", quality=90)
+        jpegs.append(buf.getvalue())
+    decoder = staging.BatchDecoder("nvjpeg", "cuda", torch.cuda.Stream())
+
+    def pageable(datas: list[bytes]) -> list[object]:
+        return staging._torchvision_decode([torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in datas], "cuda")
+
+    broken = jpegs[5][: len(jpegs[5]) // 3]  # cut inside its scan
+    for batch in (jpegs[:3], jpegs, jpegs[::-1][:20], [*jpegs[:4], broken, jpegs[6]]):
+        got, want = decoder(batch), pageable(batch)
+        assert len(got) == len(batch)
+        for g, w in zip(got, want, strict=True):
+            assert isinstance(g, Exception) == isinstance(w, Exception)
+            if not isinstance(g, Exception):
+                assert torch.equal(g, w)
+    assert decoder._bitstreams is not None and decoder._bitstreams.is_pinned()
+    assert decoder._bitstreams.numel() >= sum(map(len, jpegs))
+    monkeypatch.setattr(staging, "PINNED_JPEG_BYTES", 1000)  # over the cap: pageable tensors, the buffer untouched
+    kept = decoder._bitstreams
+    assert not decoder._pinned(jpegs[:2])[0].is_pinned()
+    assert decoder._bitstreams is kept

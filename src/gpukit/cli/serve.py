@@ -42,6 +42,9 @@ def _serve_command(
     decode_memory_mb: float = typer.Option(
         512.0, "--decode-memory-mb", help="Decoded pixels held at once per HTTP process (one request: half)."
     ),
+    decode_threads: int = typer.Option(
+        0, "--decode-threads", help="Threads decoding images with Pillow per HTTP process (0: from the CPU count)."
+    ),
     amp: str = typer.Option("off", "--amp", help="off (the same numbers as `gpukit predict`) or bf16 (CUDA)."),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs", help="One CUDA graph per batch size."),
     decode: str = typer.Option(
@@ -74,6 +77,7 @@ def _serve_command(
         max_body_mb=max_body_mb,
         max_pixels=max_pixels,
         decode_memory_mb=decode_memory_mb,
+        decode_threads=decode_threads,
         amp=amp,
         cuda_graphs=cuda_graphs,
         decode=decode,

@@ -50,6 +50,7 @@ class ServeConfig:
             (0 < self.max_body_mb <= 1024, "--max-body-mb must be in (0, 1024]"),
             (self.max_pixels >= 1, "--max-pixels must be at least 1"),
             (1 <= self.decode_memory_mb <= 1024 * 1024, "--decode-memory-mb must be in [1, 1048576]"),
+            (0 <= self.decode_threads <= 256, "--decode-threads must be in 0..256"),
             (0 <= self.port <= 65535, "--port must be in 0..65535"),
             (self.amp in ("off", "bf16"), "--amp must be off or bf16"),
             (self.decode in DECODERS, f"--decode must be one of {', '.join(DECODERS)}"),

@@ -29,7 +29,9 @@ import numpy as np
 
 from gpukit.serve.config import BATCH_DECODERS
 
-__all__ = ["BatchDecoder", "Staged", "Stager"]
+__all__ = ["PINNED_JPEG_BYTES", "BatchDecoder", "Staged", "Stager"]
+
+PINNED_JPEG_BYTES = 64 << 20  # at most this much pinned host memory holds a batch's JPEG bytes for nvJPEG
 
 
 @dataclass
@@ -153,6 +155,7 @@ class BatchDecoder:
         # torch views of those images' device buffers, by (pointer, shape, strides): making a view costs 11-22 µs an
         # image (CUDA array interface / DLPack), a look-up 2 µs; a reused image keeps its buffer, so its view too
         self._views: dict[tuple[Any, ...], Any] = {}
+        self._bitstreams: Any = None  # nvjpeg on CUDA: the batch's JPEG bytes, in pinned host memory (see _pinned)
         if kind != "nvjpeg":
             self._nv = self._nvimgcodec()
 
@@ -175,7 +178,9 @@ class BatchDecoder:
 
     def __call__(self, datas: list[bytes]) -> list[Any]:
         if self.kind == "nvjpeg":
-            return _torchvision_decode(datas, self.device) if self.cuda else [_pil_decode(d) for d in datas]
+            if not self.cuda:
+                return [_pil_decode(d) for d in datas]
+            return _torchvision_decode(self._pinned(datas), self.device)
         import torch
 
         nv, decoder, params = self._nv
@@ -200,6 +205,30 @@ class BatchDecoder:
             out.append(t.permute(2, 0, 1))
         return out
 
+    def _pinned(self, datas: list[bytes]) -> list[Any]:
+        """The JPEGs as CPU uint8 tensors for nvJPEG: slices of one pinned host buffer, reused every batch.
+
+        nvJPEG copies each bitstream to the device; from pageable memory (one ``torch.frombuffer`` per JPEG, as before)
+        each copy is staged and waits, from pinned memory it is queued. Measured on an H200 with ResNet-50 bf16 and 224
+        px JPEGs, no HTTP, the same lease (``benchmarks/serve-pinned_h200_2026-12-04.md``): preparing 128 took 5.0
+        against 6.8 ms, and the batcher ran 10,582 against 9,246 img/s at max batch 128 (9,837 against 8,773 at 64).
+        Reuse is safe: torchvision's decode synchronises its stream before it returns. A batch over
+        ``PINNED_JPEG_BYTES`` in all takes pageable tensors, so a few huge JPEGs do not pin their size for good."""
+        import torch
+
+        total = sum(map(len, datas))
+        if total > PINNED_JPEG_BYTES:
+            return [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in datas]
+        if self._bitstreams is None or self._bitstreams.numel() < total:
+            size = min(PINNED_JPEG_BYTES, max(total, 2 * (0 if self._bitstreams is None else self._bitstreams.numel())))
+            self._bitstreams = torch.empty(size, dtype=torch.uint8).pin_memory()
+        buf, host, out, at = self._bitstreams, self._bitstreams.numpy(), [], 0
+        for d in datas:
+            host[at : at + len(d)] = np.frombuffer(d, np.uint8)
+            out.append(buf[at : at + len(d)])
+            at += len(d)
+        return out
+
     def _view(self, img: Any, stream: int) -> Any:
         """A torch (H, W, 3) view of a decoded image on the device. The decode was ordered on ``stream``; when its
         array interface says the image is ready on that stream, later work there sees it and a cached view serves;
@@ -222,11 +251,10 @@ def _current_device() -> int:
     return int(torch.cuda.current_device())
 
 
-def _torchvision_decode(datas: list[bytes], device: str) -> list[Any]:
-    import torch
+def _torchvision_decode(tensors: list[Any], device: str) -> list[Any]:
+    """CPU uint8 tensors of JPEG bytes → uint8 (3, H, W) tensors on ``device`` (nvJPEG), or each one's exception."""
     from torchvision.io import ImageReadMode, decode_jpeg
 
-    tensors = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in datas]
     try:
         return list(decode_jpeg(tensors, mode=ImageReadMode.RGB, device=device))
     except Exception:  # one bad file fails the batched call: decode one by one to find it
