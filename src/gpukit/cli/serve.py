@@ -60,6 +60,9 @@ def _serve_command(
 ) -> int:
     """Serve the trained model over HTTP: POST /v1/predict, /metrics, /docs, an upload page at /."""
     _need("fastapi", "uvicorn", "prometheus_client", "torch")
+    from gpukit.serve.cuda_env import set_cuda_queues
+
+    set_cuda_queues(device)  # before anything below starts CUDA in this process (the model process)
     from gpukit.serve.config import ServeConfig, resolve_decode
     from gpukit.serve.server import Started, Tick, run
 

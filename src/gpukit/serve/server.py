@@ -29,6 +29,7 @@ from typing import Any
 
 from gpukit.errors import ConfigError, ServeError
 from gpukit.serve.config import ServeConfig, resolve_decode
+from gpukit.serve.cuda_env import set_cuda_queues
 from gpukit.serve.listen import Stopped, drain_s, listen_socket, raise_open_files_limit, uvicorn_server
 
 __all__ = ["MAX_RESTARTS", "RESTART_WINDOW_S", "Started", "Stopped", "Tick", "run"]
@@ -81,6 +82,7 @@ def run(
     on_notice: Callable[[str], None] | None = None,
 ) -> Stopped:
     """Serve until SIGTERM/SIGINT, then drain; returns how it ended. ``on_notice`` hears of replaced workers."""
+    set_cuda_queues(config.device)  # this is the model process: before CUDA starts here (gpukit.serve.cuda_env)
     config = resolve_decode(config.validate())
     key_state = _api_key_state(config)
     if config.workers == 1:
