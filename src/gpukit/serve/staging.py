@@ -208,12 +208,13 @@ class BatchDecoder:
     def _pinned(self, datas: list[bytes]) -> list[Any]:
         """The JPEGs as CPU uint8 tensors for nvJPEG: slices of one pinned host buffer, reused every batch.
 
-        nvJPEG copies each bitstream to the device; from pageable memory (one ``torch.frombuffer`` per JPEG, as before)
-        each copy is staged and waits, from pinned memory it is queued. Measured on an H200 with ResNet-50 bf16 and 224
-        px JPEGs, no HTTP, the same lease (``benchmarks/serve-pinned_h200_2026-12-04.md``): preparing 128 took 5.0
-        against 6.8 ms, and the batcher ran 10,582 against 9,246 img/s at max batch 128 (9,837 against 8,773 at 64).
-        Reuse is safe: torchvision's decode synchronises its stream before it returns. A batch over
-        ``PINNED_JPEG_BYTES`` in all takes pageable tensors, so a few huge JPEGs do not pin their size for good."""
+        nvJPEG copies each bitstream to the device, and a copy from pinned memory is queued where one from pageable
+        memory (one ``torch.frombuffer`` per JPEG, as before) is first staged through a driver buffer. Measured on an
+        H200 with ResNet-50 bf16 and 224 px JPEGs, no HTTP, in one lease
+        (``benchmarks/serve-pinned_h200_2026-12-04.md``): preparing 128 took 5.0 against 6.8 ms, and the batcher
+        ran 10,582 against 9,246 img/s at max batch 128 (9,837 against 8,773 at 64). Reuse is safe: torchvision's
+        decode synchronises its stream before it returns. A batch over ``PINNED_JPEG_BYTES`` in all takes pageable
+        tensors, so a few huge JPEGs do not pin their size for good."""
         import torch
 
         total = sum(map(len, datas))
