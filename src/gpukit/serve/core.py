@@ -21,7 +21,7 @@ import numpy as np
 
 from gpukit.serve.batcher import GONE, Outcome, QueueFull
 from gpukit.serve.config import BATCH_DECODERS, ServeConfig
-from gpukit.serve.decode import batch_decodable, finish, probe
+from gpukit.serve.decode import batch_decodable, finish, inline_decodable, probe
 from gpukit.serve.metrics import Metrics
 from gpukit.serve.model import ModelInfo, label_of
 from gpukit.serve.request import ClientGone, RequestRejected
@@ -146,11 +146,13 @@ class Core:
         self.metrics.in_flight.dec()
 
     async def decode_all(self, files: list[bytes], deadline: float) -> list[np.ndarray | bytes]:
-        """Every image of a request, decoded on the pool within the request's deadline and decode budgets.
+        """Every image of a request, decoded within the request's deadline and decode budgets.
 
         A decoder of the model process (``--decode nvjpeg``, ``nvimgcodec``): a JPEG it can decode goes there as
-        bytes after a header check on the loop (tens of µs). Everything else runs on the pool (the event loop never
-        waits on Pillow), bounded three ways: at most ``DECODE_QUEUE`` images waiting (else 503), the decoded bytes
+        bytes after a header check on the loop (tens of µs). The one image of a request that is a small sequential
+        JPEG (``decode.inline_decodable``: at most 128×128 pixels and 64 KiB, about 0.1 ms to decode) is decoded on
+        the loop itself, under the same budgets. Everything else runs on the pool (the event loop never waits on a
+        costly image), bounded three ways: at most ``DECODE_QUEUE`` images waiting (else 503), the decoded bytes
         of one request at most half of ``--decode-memory-mb`` (else 413), all requests together at most all of it
         (else 503). Past the deadline the request gets 504 and its images not yet started are dropped."""
         assert self.info is not None
@@ -159,6 +161,8 @@ class Core:
         for i, data in enumerate(files):
             if self.config.decode in BATCH_DECODERS and batch_decodable(data, self.config.max_pixels):
                 out[i] = data
+            elif len(files) == 1 and inline_decodable(data, self.config.max_pixels):
+                out[i] = _DecodeJob(self, deadline).decode(data)  # on the loop: cheaper than the hop to a thread
             else:
                 todo.append(i)
         if todo:

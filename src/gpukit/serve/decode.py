@@ -25,6 +25,7 @@ __all__ = [
     "batch_decodable",
     "decode_bytes",
     "finish",
+    "inline_decodable",
     "nvimgcodec_unavailable",
     "probe",
     "sniff",
@@ -175,14 +176,30 @@ def batch_decodable(data: bytes, max_pixels: int) -> bool:
         return fmt == "JPEG" and im.mode in ("RGB", "L") and data.rstrip(b"\0")[-2:] == b"\xff\xd9"
 
 
+def inline_decodable(data: bytes, max_pixels: int) -> bool:
+    """Whether an HTTP process's event loop decodes this image itself instead of handing it to its decode threads: a
+    sequential (not progressive) plain JPEG of at most ``INLINE_PIXELS`` pixels and ``INLINE_BYTES`` bytes, whose
+    decode costs about a tenth of a millisecond and is bounded by those two sizes (a progressive JPEG's cost grows with
+    its number of scans). The hand-off to a thread and back costs more than that under load. Anything else, and any
+    image over ``max_pixels`` (refused there with 413), takes the threads."""
+    if len(data) > INLINE_BYTES or data[:3] != b"\xff\xd8\xff":
+        return False
+    frame = _jpeg_frame(data, sequential=True)
+    return frame is not None and frame[0][0] * frame[0][1] <= min(INLINE_PIXELS, max_pixels)
+
+
+INLINE_PIXELS = 128 * 128
+INLINE_BYTES = 64 << 10
 _SOF_PLAIN = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended, progressive Huffman
 _STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})
 
 
-def _jpeg_frame(data: bytes) -> tuple[tuple[int, int], list[tuple[int, int, int, int]]] | None:
+def _jpeg_frame(
+    data: bytes, sequential: bool = False
+) -> tuple[tuple[int, int], list[tuple[int, int, int, int]]] | None:
     """((width, height), Pillow's ``layer`` tuples) of a plain 8-bit RGB/grayscale JPEG, read from its markers up to
     the first scan; None for anything else (fill bytes, other frame types, two frames, a cut segment, 4 components),
-    which then takes Pillow's parser."""
+    which then takes Pillow's parser. ``sequential``: a progressive JPEG is None too."""
     pos, end, frame = 2, len(data), None
     while pos + 4 <= end:
         if data[pos] != 0xFF:
@@ -197,7 +214,7 @@ def _jpeg_frame(data: bytes) -> tuple[tuple[int, int], list[tuple[int, int, int,
         if marker == 0xDA:  # start of scan: the header is complete
             return frame
         if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a frame header
-            if frame is not None or marker not in _SOF_PLAIN:
+            if frame is not None or marker not in _SOF_PLAIN or (sequential and marker == 0xC2):
                 return None
             frame = _frame(data[pos + 4 : pos + 2 + length])
             if frame is None:
