@@ -107,6 +107,32 @@ def _time_lines(d: dict[str, Any]) -> list[str]:
     ]
 
 
+_CALIBRATION = {"shipped": "gpukit's shipped calibration", "calibrated": "a calibration made on the machine"}
+
+
+def _accuracy_lines(d: dict[str, Any]) -> list[str]:
+    """How far such a time was off when measured (plan.calibration.time_accuracy), so that it is read with its error."""
+    t = d.get("time", {})
+    a = t.get("accuracy") or {}
+    what = "step time" if t.get("task") == "train" else "warm generate() time"
+    several = d.get("settings", {}).get("gpus", 1) > 1
+    if a.get("n"):
+        line = (
+            f"  measured accuracy: {what} was off by {a['p50']:.0%} at the median, {a['p90']:.0%} at p90 and "
+            f"{a['max']:.0%} at worst on {a['n']} held-out one-GPU {a['gpu']} configurations with "
+            f"{_CALIBRATION[a['calibration']]}"
+        )
+        if (w := a.get("with_calibration")) and w.get("n"):
+            line += f"; with one made there by `gpukit plan --calibrate`: p90 {w['p90']:.0%} ({w['n']})"
+        return [line + (" — this layout's several GPUs were not measured" if several else "") + " (docs/plan.md)"]
+    if ref := a.get("reference"):
+        return [
+            f"  measured accuracy: none for this GPU with {a['calibration']} rates; for scale, the {a['gpu']} with "
+            f"gpukit's shipped calibration: p90 {ref['p90']:.0%} on {ref['n']} held-out configurations (docs/plan.md)"
+        ]
+    return []
+
+
 def _phase_lines(d: dict[str, Any]) -> list[str]:
     """One line: each phase's predicted time and the bound it hits (the time model's parts, compute.py)."""
     phases = d.get("time", {}).get("phases") or []
@@ -169,7 +195,7 @@ def _print_plan(d: dict[str, Any]) -> None:
     for note in d["memory_notes"]:
         render.console.print(f"  note: {note}")
     render.console.print(_fits_table(d))
-    for line in _time_lines(d) + _phase_lines(d):
+    for line in _time_lines(d) + _phase_lines(d) + _accuracy_lines(d):
         render.console.print(line)
     render.console.print(_cost_table(d))
     if hint := _cost_hint(d):

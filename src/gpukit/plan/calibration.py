@@ -48,6 +48,7 @@ __all__ = [
     "interp_rate",
     "load_calibration",
     "save_calibration",
+    "time_accuracy",
 ]
 
 SCHEMA = 1
@@ -268,6 +269,33 @@ def find_calibration(spec: GpuSpec, explicit: Path | None = None) -> Calibration
     if user.is_file():  # a plan reads it once per GPU and layout: cached on its path and modification time
         return _cached(str(user), user.stat().st_mtime_ns)
     return _shipped(spec.key) or datasheet_calibration(spec)
+
+
+@functools.lru_cache(maxsize=1)
+def _accuracy_doc() -> dict[str, Any]:
+    res = resources.files("gpukit.plan").joinpath("data", "time_accuracy.json")
+    return json.loads(res.read_text(encoding="utf-8")) if res.is_file() else {}
+
+
+def time_accuracy(cal: Calibration, gpu_key: str, task: str) -> dict[str, Any]:
+    """How far predictions like this one were off when measured: |predicted / measured − 1| of step time (``task``
+    "train") or warm ``generate()`` time ("infer") over held-out one-GPU configurations, for this kind of
+    calibration (``data/time_accuracy.json``, made by ``benchmarks/scripts/plan_time_accuracy.py`` from the published
+    error table). ``calibration`` is "shipped", "calibrated" (a ``plan --calibrate`` file) or "datasheet"; ``n`` 0
+    means nothing was measured for this GPU model and calibration, and then ``reference`` holds the H200's figures
+    with its shipped calibration, for scale."""
+    doc = _accuracy_doc()
+    kind = "datasheet" if not cal.measured else "shipped" if "shipped with gpukit" in cal.source else "calibrated"
+    table = doc.get(kind if kind != "datasheet" else "shipped", {}).get(task)
+    out: dict[str, Any] = {"calibration": kind, "gpu": doc.get("gpu"), "table": doc.get("table"), "n": 0}
+    if table is None:
+        return out
+    if kind == "datasheet" or gpu_key != doc.get("gpu_key"):
+        return {**out, "reference": table}
+    out.update(table)
+    if kind == "shipped":  # what a calibration made on the machine did on the same kind of work
+        out["with_calibration"] = doc.get("calibrated", {}).get(task)
+    return out
 
 
 # The host floor of the time model before `plan --calibrate` (profiles.TimingProfile of 2026-11-30), fitted on an

@@ -31,6 +31,7 @@ from gpukit.plan.calibration import (
     conv_body_rate,
     datasheet_calibration,
     interp_rate,
+    time_accuracy,
 )
 from gpukit.plan.memory import MemoryBreakdown, PlanSettings, activation_bytes, estimate_memory
 from gpukit.plan.models import CnnSpec, ModelSpec, TransformerSpec
@@ -147,6 +148,7 @@ class TimeEstimate:
     bandwidth_bound_tokens_per_s: float | None = None  # decode: weights + KV read once per step, no host cost
     phases: list[dict[str, Any]] = field(default_factory=list)  # PhaseTime.to_dict() per phase
     calibrated: bool = False  # True: rates measured on this GPU model (plan --calibrate); False: datasheet
+    accuracy: dict[str, Any] = field(default_factory=dict)  # how far such predictions were off (time_accuracy)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -432,5 +434,7 @@ def estimate_time(
         calibration = find_calibration(spec)
     cal = _with_bench_ceilings(calibration, spec, measured)
     if s.task == "train":
-        return _train_time(model, s, mem, cal, spec, timing, work)
-    return _decode_time(model, s, mem, cal, spec, timing)
+        est = _train_time(model, s, mem, cal, spec, timing, work)
+    else:
+        est = _decode_time(model, s, mem, cal, spec, timing)
+    return replace(est, accuracy=time_accuracy(cal, spec.key, s.task))
