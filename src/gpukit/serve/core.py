@@ -150,18 +150,19 @@ class Core:
 
         A decoder of the model process (``--decode nvjpeg``, ``nvimgcodec``): a JPEG it can decode goes there as
         bytes after a header check on the loop (tens of µs). The one image of a request that is a small sequential
-        JPEG (``decode.inline_decodable``: at most 128×128 pixels and 64 KiB, about 0.1 ms to decode) is decoded on
-        the loop itself, under the same budgets. Everything else runs on the pool (the event loop never waits on a
-        costly image), bounded three ways: at most ``DECODE_QUEUE`` images waiting (else 503), the decoded bytes
-        of one request at most half of ``--decode-memory-mb`` (else 413), all requests together at most all of it
-        (else 503). Past the deadline the request gets 504 and its images not yet started are dropped."""
+        JPEG (``decode.inline_decodable``: at most 128×128 pixels and 64 KiB, for a model input of at most 256 px;
+        about 0.1 ms to decode) is decoded on the loop itself, under the same budgets. Everything else runs on the
+        pool (the event loop never waits on a costly image), bounded three ways: at most ``DECODE_QUEUE`` images
+        waiting (else 503), the decoded bytes of one request at most half of ``--decode-memory-mb`` (else 413), all
+        requests together at most all of it (else 503). Past the deadline the request gets 504 and its images not yet
+        started are dropped."""
         assert self.info is not None
         out: list[np.ndarray | bytes | None] = [None] * len(files)
         todo = []
         for i, data in enumerate(files):
             if self.config.decode in BATCH_DECODERS and batch_decodable(data, self.config.max_pixels):
                 out[i] = data
-            elif len(files) == 1 and inline_decodable(data, self.config.max_pixels):
+            elif len(files) == 1 and inline_decodable(data, self.info.image_size, self.config.max_pixels):
                 out[i] = _DecodeJob(self, deadline).decode(data)  # on the loop: cheaper than the hop to a thread
             else:
                 todo.append(i)

@@ -176,13 +176,14 @@ def batch_decodable(data: bytes, max_pixels: int) -> bool:
         return fmt == "JPEG" and im.mode in ("RGB", "L") and data.rstrip(b"\0")[-2:] == b"\xff\xd9"
 
 
-def inline_decodable(data: bytes, max_pixels: int) -> bool:
+def inline_decodable(data: bytes, size: int, max_pixels: int) -> bool:
     """Whether an HTTP process's event loop decodes this image itself instead of handing it to its decode threads: a
-    sequential (not progressive) plain JPEG of at most ``INLINE_PIXELS`` pixels and ``INLINE_BYTES`` bytes, whose
-    decode costs about a tenth of a millisecond and is bounded by those two sizes (a progressive JPEG's cost grows with
-    its number of scans). The hand-off to a thread and back costs more than that under load. Anything else, and any
-    image over ``max_pixels`` (refused there with 413), takes the threads."""
-    if len(data) > INLINE_BYTES or data[:3] != b"\xff\xd8\xff":
+    sequential (not progressive) plain JPEG of at most ``INLINE_PIXELS`` pixels and ``INLINE_BYTES`` bytes, for a
+    model input of at most ``INLINE_SIDE`` pixels a side (the resize's cost). Its decode costs about a tenth of a
+    millisecond and is bounded by those sizes (a progressive JPEG's cost grows with its number of scans); the hand-off
+    to a thread and back costs more than that under load. Anything else, and any image over ``max_pixels`` (refused
+    there with 413), takes the threads."""
+    if len(data) > INLINE_BYTES or size > INLINE_SIDE or data[:3] != b"\xff\xd8\xff":
         return False
     frame = _jpeg_frame(data, sequential=True)
     return frame is not None and frame[0][0] * frame[0][1] <= min(INLINE_PIXELS, max_pixels)
@@ -190,6 +191,7 @@ def inline_decodable(data: bytes, max_pixels: int) -> bool:
 
 INLINE_PIXELS = 128 * 128
 INLINE_BYTES = 64 << 10
+INLINE_SIDE = 256
 _SOF_PLAIN = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended, progressive Huffman
 _STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})
 

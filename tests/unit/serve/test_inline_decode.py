@@ -12,7 +12,7 @@ from PIL import Image
 
 from gpukit.serve.config import ServeConfig
 from gpukit.serve.core import Core
-from gpukit.serve.decode import INLINE_BYTES, INLINE_PIXELS, decode_bytes, inline_decodable
+from gpukit.serve.decode import INLINE_BYTES, INLINE_PIXELS, INLINE_SIDE, decode_bytes, inline_decodable
 from gpukit.serve.metrics import Metrics
 from gpukit.serve.model import ModelInfo
 from gpukit.serve.request import RequestRejected
@@ -33,16 +33,18 @@ def _png(side: int) -> bytes:
 
 
 def test_which_images_the_loop_decodes_itself() -> None:
-    assert INLINE_PIXELS == 128 * 128
-    assert inline_decodable(_jpeg(64), 10**8) and inline_decodable(_jpeg(128), 10**8)
-    assert not inline_decodable(_jpeg(129), 10**8)  # over the pixel bound
-    assert not inline_decodable(_jpeg(64, progressive=True), 10**8)  # a progressive scan count is unbounded
-    assert not inline_decodable(_png(32), 10**8)
-    assert not inline_decodable(_jpeg(64), 64 * 63)  # over --max-pixels: the threads refuse it with 413
+    assert INLINE_PIXELS == 128 * 128 and INLINE_SIDE == 256
+    assert inline_decodable(_jpeg(64), 64, 10**8) and inline_decodable(_jpeg(128), 224, 10**8)
+    assert not inline_decodable(_jpeg(129), 64, 10**8)  # over the pixel bound
+    assert not inline_decodable(_jpeg(64), 512, 10**8)  # a large model input: the resize would cost the loop
+    assert not inline_decodable(_jpeg(64, progressive=True), 64, 10**8)  # a progressive scan count is unbounded
+    assert not inline_decodable(_png(32), 64, 10**8)
+    assert not inline_decodable(_jpeg(64), 64, 64 * 63)  # over --max-pixels: the threads refuse it with 413
     big = _jpeg(128, quality=100, noise=True)
     assert len(big) > INLINE_BYTES // 2
     padded = big[:-2] + b"\0" * (INLINE_BYTES - len(big) + 1) + b"\xff\xd9"  # same header, over the byte bound
-    assert inline_decodable(big, 10**8) == (len(big) <= INLINE_BYTES) and not inline_decodable(padded, 10**8)
+    assert inline_decodable(big, 64, 10**8) == (len(big) <= INLINE_BYTES)
+    assert not inline_decodable(padded, 64, 10**8)
 
 
 class _NoPool:
