@@ -204,34 +204,46 @@ class Server:
         return Path(self.log.name).read_text(errors="replace")[-1500:]
 
 
-def gpukit_server(model: Path, device: str, workers: int, max_batch: int, bf16: bool, decode: str = "pil") -> Server:
+def gpukit_server(
+    model: Path,
+    device: str,
+    workers: int,
+    max_batch: int,
+    bf16: bool,
+    decode: str = "pil",
+    extra: list[str] | None = None,  # more `gpukit serve` options
+) -> Server:
     port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "gpukit",
-        "serve",
-        str(model),
-        "--device",
-        device,
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
-        "--max-batch",
-        str(max_batch),
-        "--max-wait-ms",
-        "2",
-        "--queue-size",
-        "4096",
-        "--timeout-s",
-        "30",
-        "--quiet",
-        "--decode",
-        decode,
-        "--engine",  # the runs measured before issue 27's engines: auto (the CUDA default) would compile at start
-        os.environ.get("GPUKIT_SERVE_ENGINE", "eager"),
-    ] + (["--amp", "bf16"] if bf16 else [])
+    cmd = (
+        [
+            sys.executable,
+            "-m",
+            "gpukit",
+            "serve",
+            str(model),
+            "--device",
+            device,
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--max-batch",
+            str(max_batch),
+            "--max-wait-ms",
+            "2",
+            "--queue-size",
+            "4096",
+            "--timeout-s",
+            "30",
+            "--quiet",
+            "--decode",
+            decode,
+            "--engine",  # the runs measured before issue 27's engines: auto (the CUDA default) would compile at start
+            os.environ.get("GPUKIT_SERVE_ENGINE", "eager"),
+        ]
+        + (["--amp", "bf16"] if bf16 else [])
+        + (extra or [])
+    )
     name = f"gpukit-w{workers}-b{max_batch}-{decode}"
     return Server(name, cmd, f"http://127.0.0.1:{port}/readyz", f"http://127.0.0.1:{port}/v1/predict")
 

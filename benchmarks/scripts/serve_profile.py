@@ -36,9 +36,6 @@ CONFIGS = {  # name: (model, image size, decode, max batch, bf16, clients)
 }
 
 
-EXTRA: list[str] = []
-
-
 def threads(pids: list[int]) -> dict[tuple[int, int], tuple[str, float]]:
     """(pid, tid) → (thread name, CPU seconds) for every thread of ``pids``."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -95,12 +92,12 @@ def top(collapsed: Path, n: int = 25) -> list[tuple[str, int]]:
     return [("total", total), *leaf.most_common(n)]
 
 
-def profile(name: str, model_dir: Path, images: Path, device: str, out: Path, duration: float, window: float) -> dict:
+def profile(
+    name: str, model_dir: Path, images: Path, device: str, out: Path, duration: float, window: float, extra: list[str]
+) -> dict:
     _model, _size, decode, max_batch, bf16, clients = CONFIGS[name]
-    server = sh.gpukit_server(model_dir, device, sh_workers(), max_batch, bf16 and device == "cuda", decode)
-    if EXTRA:  # --serve-args: the same server with more options (a knob measured against the default)
-        server.stop()
-        server = sh.Server(server.name, server.cmd + EXTRA, server.health, server.url)
+    # extra (--serve-args): the same server with more options, a knob measured against the default
+    server = sh.gpukit_server(model_dir, device, sh_workers(), max_batch, bf16 and device == "cuda", decode, extra)
     if not server.wait():
         return {"error": "did not start", "log": server.tail()}
     here = out / name.replace("/", "-")
@@ -173,7 +170,6 @@ def main() -> None:
     p.add_argument("--src", type=Path, default=None, help="serve this gpukit source folder instead (a before/after)")
     p.add_argument("--serve-args", default="", help="more `gpukit serve` options, e.g. '--decode-threads 2'")
     a = p.parse_args()
-    EXTRA.extend(a.serve_args.split())
     if a.src is not None:
         src = a.src.resolve()
         sh.env = lambda: {**os.environ, "PYTHONPATH": f"{src}:{os.environ.get('PYTHONPATH', '')}"}
@@ -189,7 +185,7 @@ def main() -> None:
         ckpt = work / model
         if not ckpt.exists():
             sh.checkpoint(ckpt, model, size)
-        results["runs"][name] = profile(name, ckpt, images, a.device, a.out, a.duration, a.window)
+        results["runs"][name] = profile(name, ckpt, images, a.device, a.out, a.duration, a.window, a.serve_args.split())
         run = results["runs"][name]
         print(f"{name}: {run.get('rps')} req/s, p99 {run.get('p99_ms')}, model CPU {run.get('model_cpu')}, "
               f"workers {run.get('worker_cpu')}", flush=True)  # fmt: skip
