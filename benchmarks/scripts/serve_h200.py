@@ -214,36 +214,33 @@ def gpukit_server(
     extra: list[str] | None = None,  # more `gpukit serve` options
 ) -> Server:
     port = free_port()
-    cmd = (
-        [
-            sys.executable,
-            "-m",
-            "gpukit",
-            "serve",
-            str(model),
-            "--device",
-            device,
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--max-batch",
-            str(max_batch),
-            "--max-wait-ms",
-            "2",
-            "--queue-size",
-            "4096",
-            "--timeout-s",
-            "30",
-            "--quiet",
-            "--decode",
-            decode,
-            "--engine",  # the runs measured before issue 27's engines: auto (the CUDA default) would compile at start
-            os.environ.get("GPUKIT_SERVE_ENGINE", "eager"),
-        ]
-        + (["--amp", "bf16"] if bf16 else [])
-        + (extra or [])
-    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpukit",
+        "serve",
+        str(model),
+        "--device",
+        device,
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--max-batch",
+        str(max_batch),
+        "--max-wait-ms",
+        "2",
+        "--queue-size",
+        "4096",
+        "--timeout-s",
+        "30",
+        "--quiet",
+        "--decode",
+        decode,
+        "--engine",  # the runs measured before issue 27's engines: auto (the CUDA default) would compile at start
+        os.environ.get("GPUKIT_SERVE_ENGINE", "eager"),
+    ] + (["--amp", "bf16"] if bf16 else [])
+    cmd += extra or []
     name = f"gpukit-w{workers}-b{max_batch}-{decode}"
     return Server(name, cmd, f"http://127.0.0.1:{port}/readyz", f"http://127.0.0.1:{port}/v1/predict")
 
