@@ -93,7 +93,15 @@ def top(collapsed: Path, n: int = 25) -> list[tuple[str, int]]:
 
 
 def profile(
-    name: str, model_dir: Path, images: Path, device: str, out: Path, duration: float, window: float, extra: list[str]
+    name: str,
+    model_dir: Path,
+    images: Path,
+    device: str,
+    out: Path,
+    duration: float,
+    window: float,
+    extra: list[str],
+    sampled: bool = True,  # py-spy on the model process and one worker (False: thread CPU only, less perturbed)
 ) -> dict:
     _model, _size, decode, max_batch, bf16, clients = CONFIGS[name]
     # extra (--serve-args): the same server with more options, a knob measured against the default
@@ -121,11 +129,13 @@ def profile(
         spy(model_pid, here / "model-gil.txt", window, "--gil"),
         spy(model_pid, here / "model-busy.txt", window, "--threads"),
         spy(worker_pid, here / "worker.txt", window),
-    ]
+    ] if sampled else []  # fmt: skip
     t0 = time.monotonic()
     for s in spies:
         if s is not None:
             s.wait()
+    if not sampled:
+        time.sleep(window)
     wall = time.monotonic() - t0
     after = threads(pids)
     names = {**py_names(model_pid), **py_names(worker_pid)}
@@ -169,6 +179,7 @@ def main() -> None:
     p.add_argument("--window", type=float, default=8.0, help="seconds sampled, inside the loadtest")
     p.add_argument("--src", type=Path, default=None, help="serve this gpukit source folder instead (a before/after)")
     p.add_argument("--serve-args", default="", help="more `gpukit serve` options, e.g. '--decode-threads 2'")
+    p.add_argument("--no-spy", action="store_true", help="no py-spy samples: thread CPU and throughput only")
     a = p.parse_args()
     if a.src is not None:
         src = a.src.resolve()
@@ -185,7 +196,9 @@ def main() -> None:
         ckpt = work / model
         if not ckpt.exists():
             sh.checkpoint(ckpt, model, size)
-        results["runs"][name] = profile(name, ckpt, images, a.device, a.out, a.duration, a.window, a.serve_args.split())
+        results["runs"][name] = profile(
+            name, ckpt, images, a.device, a.out, a.duration, a.window, a.serve_args.split(), not a.no_spy
+        )
         run = results["runs"][name]
         print(f"{name}: {run.get('rps')} req/s, p99 {run.get('p99_ms')}, model CPU {run.get('model_cpu')}, "
               f"workers {run.get('worker_cpu')}", flush=True)  # fmt: skip

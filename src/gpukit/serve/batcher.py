@@ -17,7 +17,8 @@ A runner is either an object with ``prepare(items) -> staged`` and ``execute(sta
 (``ModelRunner``), or a plain callable on a stacked uint8 batch (prepared by ``np.stack``).
 ``submit`` never blocks: a full queue raises ``QueueFull`` at once (the HTTP side answers 503 + Retry-After), so the
 memory held is at most ``queue_size`` decoded images whatever the load. Every callback runs on the replying thread
-and must only hand the result over (``loop.call_soon_threadsafe``, a pipe write).
+and must only hand the result over (``loop.call_soon_threadsafe``, a record for a pipe); ``after_replies`` run there
+after each batch's callbacks (the pipes write what the batch queued for them).
 ``submit`` returns the request's handle; ``cancel(handle)`` takes a request whose client went away out of the queue
 if its batch has not been formed yet (it is then never run and never answered; ``on_cancel`` counts it).
 """
@@ -129,6 +130,8 @@ class Batcher:
         self._handoff_done = False  # the preparing thread has stopped: nothing more will be handed off
         self._hand = threading.Condition()
         self._replies: queue.SimpleQueue[list[tuple[_Job, Outcome]] | None] = queue.SimpleQueue()
+        # run on the replying thread after each batch's callbacks (a pipe sends what they queued, in one write)
+        self.after_replies: list[Callable[[], None]] = []
         self._threads: list[threading.Thread] = []
 
     @property
@@ -253,6 +256,11 @@ class Batcher:
                     job.callback(outcome)
                 except Exception:  # a caller's callback failed: the others, and later batches, are still answered
                     continue
+            for flush in list(self.after_replies):
+                try:
+                    flush()
+                except Exception:  # one pipe's failure is its own (its reader sees the end)
+                    continue
 
     def _execute(self, batch: _Prepared) -> None:
         t0 = time.monotonic()
@@ -271,8 +279,6 @@ class Batcher:
         self.stats.batches += 1
         self.stats.images += len(jobs)
         self.stats.busy_s += t1 - t0
-        if self.on_batch is not None:
-            self.on_batch(len(jobs), t1 - t0)
         prep_s, waited = batch.t_ready - batch.t_prep, t0 - batch.t_ready
         answers = []
         for job, row, error in zip(jobs, rows, errors, strict=True):
@@ -284,3 +290,5 @@ class Batcher:
             queue_s = (batch.t_prep - job.t_submit) + waited
             answers.append((job, Outcome(None if error else row, queue_s, t1 - t0, len(jobs), error, prep_s)))
         self._replies.put(answers)
+        if self.on_batch is not None:  # after the answers are on their way: the metrics are not on their path
+            self.on_batch(len(jobs), t1 - t0)

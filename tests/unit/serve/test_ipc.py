@@ -108,3 +108,67 @@ def test_a_worker_that_never_used_its_pipe_sees_the_model_process_go_and_answers
 
     assert asyncio.run(main()) == (False, 503, "model_gone")
     core.pool.shutdown()
+
+
+def _raw_records(msg: bytes, head) -> list[tuple]:
+    from gpukit.serve.ipc import _records
+
+    return list(_records(msg, head))
+
+
+def test_the_requests_of_one_loop_iteration_leave_in_one_write():
+    """A worker's event loop queues what it submits in one iteration and writes it at the iteration's end: one pipe
+    message with every record in order (pixels, JPEG bytes, a cancel), not one message per request."""
+    from gpukit.serve.ipc import _REQ
+
+    worker, model = mp.Pipe(duplex=True)
+    client = PipeClient(worker)
+    jpeg = b"\xff\xd8" + bytes(range(256)) * 40  # 10 kB of payload, not decoded here
+
+    async def main() -> None:
+        for v in range(5):
+            client.submit(np.full(SHAPE, v, np.uint8), 123.5, lambda o: None)
+        rid = client.submit(jpeg, 124.0, lambda o: None)
+        client.cancel(rid)
+        await asyncio.sleep(0.05)  # the next iterations: the write has happened
+        for v in (7, 8):
+            client.submit(np.full(SHAPE, v, np.uint8), 125.0, lambda o: None)
+        await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    first, second = model.recv_bytes(), model.recv_bytes()
+    assert not model.poll(0.1)  # two iterations, two messages
+    records = _raw_records(first, _REQ)
+    assert [(rid, kind) for (rid, _, kind), _ in records] == [(1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 1), (6, 3)]
+    assert [payload[0] for (_, _, kind), payload in records if kind == 0] == [0, 1, 2, 3, 4]
+    assert records[5][1] == jpeg and records[5][0][1] == 124.0 and records[6][1] == b""
+    assert [payload[0] for _, payload in _raw_records(second, _REQ)] == [7, 8]
+    worker.close()
+    model.close()
+
+
+def test_the_replies_of_one_batch_for_a_worker_arrive_in_one_write():
+    """Four requests in one batch: the model side answers them in one message (``Batcher.after_replies``), each
+    record with its own id, status and probabilities; a request of the wrong size is answered on its own."""
+    from gpukit.serve.ipc import _ERROR, _OK, _REP, _REQ
+
+    worker, model = mp.Pipe(duplex=True)
+    batcher = Batcher(_model, max_batch=4, max_wait_s=0.5, queue_size=64)
+    serve_pipe(model, batcher, SHAPE)
+    deadline = time.monotonic() + 30
+    pixels = [np.full(SHAPE, v, np.uint8).tobytes() for v in (10, 20, 30, 40)]
+    worker.send_bytes(b"".join(_REQ.pack(len(p), 100 + i, deadline, 0) + p for i, p in enumerate(pixels)))
+    assert worker.poll(0) is False
+    time.sleep(0.2)  # all four in the queue before the batcher runs: one batch
+    batcher.start()
+    assert worker.poll(10)
+    records = _raw_records(worker.recv_bytes(), _REP)
+    assert [(f[0], f[1], f[5]) for f, _ in records] == [(100 + i, _OK, 4) for i in range(4)]  # id, status, batch
+    probs = [np.frombuffer(tail, np.float32) for _, tail in records]
+    assert [p[1] for p in probs] == pytest.approx([10 / 255, 20 / 255, 30 / 255, 40 / 255], abs=1e-6)
+    worker.send_bytes(_REQ.pack(3, 200, deadline, 0) + b"abc")
+    assert worker.poll(10)
+    ((fields, tail),) = _raw_records(worker.recv_bytes(), _REP)
+    assert (fields[0], fields[1], tail) == (200, _ERROR, b"image of the wrong size")
+    worker.close()
+    batcher.stop()
