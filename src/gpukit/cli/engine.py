@@ -18,7 +18,8 @@ __all__ = ["ENGINE_HELP", "GATE_HELP", "build", "check_engine", "engine_lines"]
 
 ENGINE_HELP = (
     "auto (the fastest engine that passes the accuracy gate), eager, compile (torch.compile) or tensorrt "
-    "(the torch-tensorrt extra); default: eager (compile builds every batch size first: minutes each on a GPU)."
+    "(the torch-tensorrt extra); default: auto on CUDA (the first start builds and times each engine: minutes; the"
+    " decision and compiled kernels are cached beside the checkpoint), eager on a CPU."
 )
 GATE_HELP = "Images for the accuracy gate (default: the run's validation split, else synthetic images)."
 

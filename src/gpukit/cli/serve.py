@@ -63,7 +63,7 @@ def _serve_command(
     from gpukit.serve.cuda_env import set_cuda_queues
 
     set_cuda_queues(device)  # before anything below starts CUDA in this process (the model process)
-    from gpukit.serve.config import ServeConfig, resolve_decode
+    from gpukit.serve.config import ServeConfig, resolve_auto
     from gpukit.serve.server import Started, Tick, run
 
     config = ServeConfig(
@@ -87,7 +87,7 @@ def _serve_command(
         engine=engine,
         gate_images=gate_images,
     )
-    config = resolve_decode(config.validate())  # a decoder that is not installed fails here, before any process
+    config = resolve_auto(config.validate())  # a decoder that is not installed fails here, before any process
     from gpukit.serve.model import model_info
 
     model_info(model)  # a bad path fails here, before any process starts

@@ -9,11 +9,16 @@ from gpukit.errors import ConfigError
 from gpukit.serve.decode import nvimgcodec_unavailable
 from gpukit.serve.engines import ENGINES
 
-__all__ = ["BATCH_DECODERS", "DECODERS", "ServeConfig", "resolve_decode"]
+__all__ = ["BATCH_DECODERS", "CUDA_ENGINE", "DECODERS", "ServeConfig", "resolve_auto"]
 
 # --decode values whose JPEGs the model process decodes per batch (pil: Pillow in the HTTP processes)
 BATCH_DECODERS = ("nvjpeg", "nvimgcodec", "nvimgcodec-hw")
 DECODERS = ("auto", "pil", *BATCH_DECODERS)
+# `gpukit serve`'s engine on CUDA when none is asked for: the fastest that passes the accuracy gate. Once the batches'
+# preparation stopped being the slower stage, torch.compile served ResNet-50 1.22-1.28x eager over HTTP on an H200
+# (11,977 against 9,338-9,852 req/s, benchmarks/serve-pipe_h200_2026-12-04.md). On a CPU eager: compile costs more
+# at start than it gains there (benchmarks/serve-engine_cpu_2026-12-02.md). `predict` and `export` keep eager.
+CUDA_ENGINE = "auto"
 
 
 @dataclass
@@ -34,10 +39,11 @@ class ServeConfig:
     amp: str = "off"  # off (the same numbers as `gpukit predict`) or bf16 (autocast on CUDA)
     cuda_graphs: bool = True  # capture one graph per padded batch size on CUDA
     # pil: Pillow in the HTTP processes; the BATCH_DECODERS: JPEGs decoded per batch in the model process; auto:
-    # nvjpeg on CUDA, pil on a CPU (``resolve_decode``)
+    # nvjpeg on CUDA, pil on a CPU (``resolve_auto``)
     decode: str = "auto"
     decode_threads: int = 0  # threads decoding images per HTTP process; 0 = chosen from the CPU count
-    engine: str | None = None  # auto, eager, compile, tensorrt (gpukit.serve.engines); None: eager
+    engine: str | None = None  # auto, eager, compile, tensorrt (gpukit.serve.engines); None: CUDA_ENGINE on CUDA,
+    # eager on a CPU (``resolve_auto``)
     gate_images: Path | None = None  # the accuracy gate's images (else the run's validation split, else synthetic)
 
     def validate(self) -> ServeConfig:
@@ -75,18 +81,26 @@ class ServeConfig:
         return self.max_wait_ms / 1000.0
 
 
-def resolve_decode(config: ServeConfig) -> ServeConfig:
-    """``--decode auto`` made concrete before any process starts (the HTTP processes must know where JPEGs go): on
-    CUDA nvJPEG through torchvision in the model process, the fastest decoder measured through gpukit's pipeline on
-    an H200 (ResNet-50 224 px, 256 clients: 7,312-8,148 req/s against nvImageCodec's hybrid 5,048-5,868, its hardware
-    engines 4,261-4,698 and Pillow's 4,735-4,816; seed CNN 64 px: 8,863-9,754 against 8,120-8,191 and 7,460-7,890);
-    on a CPU Pillow in the HTTP processes, which keeps ``gpukit predict``'s exact numbers. A named nvImageCodec
-    decoder that is not installed is a ``ConfigError``."""
+def resolve_auto(config: ServeConfig) -> ServeConfig:
+    """What "auto" and "not given" mean, made concrete before any process starts (the HTTP processes must know where
+    JPEGs go; the start-up line names the engine asked for).
+
+    - No ``--engine``: ``CUDA_ENGINE`` on CUDA, eager on a CPU.
+    - ``--decode auto``: on CUDA nvJPEG through torchvision in the model process, the fastest decoder measured through
+      gpukit's pipeline on an H200 (ResNet-50 224 px, 256 clients: 7,312-8,148 req/s against nvImageCodec's hybrid
+      5,048-5,868, its hardware engines 4,261-4,698 and Pillow's 4,735-4,816; seed CNN 64 px: 8,863-9,754 against
+      8,120-8,191 and 7,460-7,890); on a CPU Pillow in the HTTP processes, which keeps ``gpukit predict``'s exact
+      numbers.
+
+    A named nvImageCodec decoder that is not installed is a ``ConfigError``."""
     if config.decode.startswith("nvimgcodec") and (why := nvimgcodec_unavailable()):
         raise ConfigError(f"--decode {config.decode}: {why}", hint="or --decode nvjpeg / pil")
-    if config.decode != "auto":
-        return config
-    return replace(config, decode="nvjpeg" if _cuda(config.device) else "pil")
+    cuda = (config.engine is None or config.decode == "auto") and _cuda(config.device)
+    if config.engine is None:
+        config = replace(config, engine=CUDA_ENGINE if cuda else "eager")
+    if config.decode == "auto":
+        config = replace(config, decode="nvjpeg" if cuda else "pil")
+    return config
 
 
 def _cuda(device: str) -> bool:

@@ -163,7 +163,10 @@ def _meta(spec: DeploySpec, name: str | None = None) -> dict[str, Any]:
     return meta
 
 
-STARTUP_PROBES = 60  # × 5 s: 5 minutes (the default engine, eager, compiles nothing)
+# startup probes, × 5 s: on a GPU 10 minutes, since the default engine there (auto) compiles at a cold start (2 min
+# for ResNet-50 on an H200, longer on slower GPUs and hosts; a start with the cache beside the checkpoint took 33 s:
+# benchmarks/serve-engine-default_h200_2026-12-04.md); on a CPU 5 minutes (eager, nothing compiled)
+STARTUP_PROBES = {"gpu": 120, "cpu": 60}
 
 
 def _container(spec: DeploySpec) -> dict[str, Any]:
@@ -197,12 +200,12 @@ def _container(spec: DeploySpec) -> dict[str, Any]:
         "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "TMPDIR", "value": "/tmp"}],
         "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": limits},
-        # startup: up to 5 minutes to load and warm the model (every padded batch size) before liveness counts
+        # startup: time to load, build and warm the model (every padded batch size) before liveness counts
         "startupProbe": {
             **probe,
             "httpGet": {"path": "/readyz", "port": "http"},
             "periodSeconds": 5,
-            "failureThreshold": STARTUP_PROBES,
+            "failureThreshold": STARTUP_PROBES["gpu" if spec.gpus else "cpu"],
         },
         "readinessProbe": {
             "httpGet": {"path": "/readyz", "port": "http"},

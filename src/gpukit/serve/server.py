@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpukit.errors import ConfigError, ServeError
-from gpukit.serve.config import ServeConfig, resolve_decode
+from gpukit.serve.config import ServeConfig, resolve_auto
 from gpukit.serve.cuda_env import set_cuda_queues
 from gpukit.serve.listen import Stopped, drain_s, listen_socket, raise_open_files_limit, uvicorn_server
 
@@ -83,7 +83,7 @@ def run(
 ) -> Stopped:
     """Serve until SIGTERM/SIGINT, then drain; returns how it ended. ``on_notice`` hears of replaced workers."""
     set_cuda_queues(config.device)  # this is the model process: before CUDA starts here (gpukit.serve.cuda_env)
-    config = resolve_decode(config.validate())
+    config = resolve_auto(config.validate())
     key_state = _api_key_state(config)
     if config.workers == 1:
         return _run_one(config, key_state, on_started, on_tick)

@@ -18,7 +18,7 @@ from serve_testdata import SIZE, image_bytes, make_checkpoint
 
 from gpukit.errors import ConfigError
 from gpukit.serve import config as config_module
-from gpukit.serve.config import ServeConfig, resolve_decode
+from gpukit.serve.config import ServeConfig, resolve_auto
 from gpukit.serve.decode import decode_bytes, nvimgcodec_unavailable
 
 needs_nvimgcodec = pytest.mark.skipif(nvimgcodec_unavailable() is not None, reason=str(nvimgcodec_unavailable()))
@@ -127,20 +127,35 @@ def _config(decode: str, device: str) -> ServeConfig:
 
 def test_auto_decode_is_nvjpeg_on_cuda_and_pil_on_a_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(config_module, "nvimgcodec_unavailable", lambda: None)
-    assert resolve_decode(_config("auto", "cuda")).decode == "nvjpeg"  # the fastest measured (docs/serve.md)
-    assert resolve_decode(_config("auto", "cuda:1")).decode == "nvjpeg"
-    assert resolve_decode(_config("auto", "cpu")).decode == "pil"
+    assert resolve_auto(_config("auto", "cuda")).decode == "nvjpeg"  # the fastest measured (docs/serve.md)
+    assert resolve_auto(_config("auto", "cuda:1")).decode == "nvjpeg"
+    assert resolve_auto(_config("auto", "cpu")).decode == "pil"
     monkeypatch.setattr(config_module, "_cuda", lambda device: False)  # --device auto on a machine without a GPU
-    assert resolve_decode(_config("auto", "auto")).decode == "pil"
+    assert resolve_auto(_config("auto", "auto")).decode == "pil"
     monkeypatch.setattr(config_module, "_cuda", lambda device: True)
-    assert resolve_decode(_config("auto", "auto")).decode == "nvjpeg"
-    assert resolve_decode(_config("nvimgcodec", "cuda")).decode == "nvimgcodec"  # a named decoder is kept
+    assert resolve_auto(_config("auto", "auto")).decode == "nvjpeg"
+    assert resolve_auto(_config("nvimgcodec", "cuda")).decode == "nvimgcodec"  # a named decoder is kept
     monkeypatch.setattr(config_module, "nvimgcodec_unavailable", lambda: "nvImageCodec is not installed")
     with pytest.raises(ConfigError, match="--decode nvimgcodec-hw: nvImageCodec is not installed"):
-        resolve_decode(_config("nvimgcodec-hw", "cuda"))
-    assert resolve_decode(_config("pil", "cuda")).decode == "pil"
+        resolve_auto(_config("nvimgcodec-hw", "cuda"))
+    assert resolve_auto(_config("pil", "cuda")).decode == "pil"
 
 
 def test_an_unknown_decoder_is_refused() -> None:
     with pytest.raises(ConfigError, match="--decode must be one of auto, pil, nvjpeg, nvimgcodec, nvimgcodec-hw"):
         _config("turbo", "cpu")
+
+
+def test_serve_engine_when_none_is_asked_is_auto_on_cuda_and_eager_on_a_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    def engine(device: str, asked: str | None = None) -> str | None:
+        return resolve_auto(ServeConfig(model=Path("unused"), device=device, engine=asked).validate()).engine
+
+    assert engine("cuda") == config_module.CUDA_ENGINE == "auto"  # the fastest that passes the gate
+    assert engine("cuda:1") == "auto"
+    assert engine("cpu") == "eager"  # compile costs a CPU more at start than it gains
+    assert engine("cuda", "eager") == "eager"  # what was asked for is kept, on either device
+    assert engine("cpu", "compile") == "compile"
+    monkeypatch.setattr(config_module, "_cuda", lambda device: False)  # --device auto without a GPU
+    assert engine("auto") == "eager"
+    monkeypatch.setattr(config_module, "_cuda", lambda device: True)
+    assert engine("auto") == "auto"

@@ -54,7 +54,7 @@ def test_manifests_validate_against_the_kubernetes_schemas(run_cli, model, tmp_p
     (c,) = pod["containers"]
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "2"
     assert c["startupProbe"]["httpGet"]["path"] == "/readyz" and c["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] == 5 * 60  # eager: no compile
+    assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] == 10 * 60  # auto compiles
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert c["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", str(PRESTOP_S)]
     timeout = float(c["args"][c["args"].index("--timeout-s") + 1])

@@ -1,0 +1,48 @@
+#!/bin/bash
+# Issue 27's headline run on one H200 (benchmarks/serve-engine-default_h200_2026-12-04.md, call 2): ResNet-50 with
+# --engine compile beside LitServe 0.2.19 (1 and 2 workers) and wrk; a second start of the same server from the
+# engine cache; the seed CNN (eager) beside LitServe and wrk; the seed CNN with 12 and 16 HTTP workers.
+#   WHEELS=<serving + litserve wheels> OUT=/tmp/out bash benchmarks/scripts/serve_headline_compile_h200.sh
+# wrk: the Debian packages wrk, libluajit-5.1-2 and libluajit-5.1-common as .deb files in .deb/ (unpacked there).
+set -u
+cd "$(dirname "$0")/../.."
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl || exit 1
+for f in .deb/*.deb; do dpkg -x "$f" .deb; done
+export PYTHONPATH=/tmp/site:$PWD/src PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$PWD/.deb/usr/lib/x86_64-linux-gnu
+.deb/usr/bin/wrk --version 2>&1 | head -1
+R=/tmp/r; mkdir -p $R
+{ date; nvidia-smi --query-gpu=name,serial,driver_version --format=csv; nproc; } > $R/host.txt
+echo "== resnet compile $(date +%T)"
+GPUKIT_SERVE_ENGINE=compile SERVE_READY_S=300 timeout 420 python3 benchmarks/scripts/serve_h200.py --out $R/res --only resnet/gpukit-nvjpeg,resnet/litserve-w1,resnet/litserve-w2 2>&1 | grep -v "^ *$" | tail -12
+echo "== cached compile restart $(date +%T)"
+python3 - <<'PY' 2>&1 | tail -3
+import subprocess, time, urllib.request, os, signal, sys, json
+sys.path.insert(0, "benchmarks/scripts")
+import serve_h200 as sh
+port = sh.free_port()
+t0 = time.monotonic()
+p = subprocess.Popen([sys.executable, "-m", "gpukit", "serve", "/tmp/serve_h200_work/resnet50", "--device", "cuda", "--port", str(port), "--workers", "8", "--max-batch", "128", "--decode", "nvjpeg", "--engine", "compile", "--amp", "bf16", "--quiet"], stdout=open("/tmp/r/restart.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+ok = False
+while time.monotonic() - t0 < 240 and p.poll() is None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+            if r.status == 200: ok = True; break
+    except OSError: pass
+    time.sleep(0.3)
+ready = time.monotonic() - t0
+info = {}
+try:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/model", timeout=5) as r: info = json.load(r)
+except OSError: pass
+os.killpg(p.pid, signal.SIGTERM); p.wait(40)
+json.dump({"ready": ok, "ready_s": round(ready, 1), "engine": info.get("engine")}, open("/tmp/r/restart.json", "w"), indent=1)
+print("cached restart", ok, round(ready, 1), (info.get("engine") or {}).get("cached"), (info.get("engine") or {}).get("build_s"))
+PY
+echo "== seed $(date +%T)"
+timeout 300 python3 benchmarks/scripts/serve_h200.py --out $R/seed --only seed/gpukit,seed/gpukit-nvjpeg,seed/litserve-w2,seed/litserve-w1 2>&1 | grep -v "^ *$" | tail -12
+for w in 12 16; do
+  echo "== seed pil workers $w $(date +%T)"
+  timeout 120 python3 benchmarks/scripts/serve_profile.py --out $R/w$w --only seed/pil --duration 8 --window 3 --no-spy --serve-args "--workers $w" 2>&1 | tail -1
+done
+date >> $R/host.txt
+cd /tmp && tar -czf "$OUT/r.tgz" r
