@@ -79,6 +79,7 @@ class _Echo:
 
     def __init__(self, probs: list[float]) -> None:
         self.probs = probs
+        self.after_replies: list[Any] = []  # serve_pipe's flush joins it (its replies also leave after each message)
 
     def submit(self, image: Any, deadline: float, callback: Any) -> None:
         from gpukit.serve.batcher import Outcome
