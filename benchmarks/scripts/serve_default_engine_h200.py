@@ -56,8 +56,7 @@ def main() -> None:
         )  # fmt: skip
         time.sleep(4.0)
         pids = sp.tree(server.proc.pid)
-        counts = {pid: sum(1 for q, _ in sp.threads([pid])) for pid in pids}
-        model_pid = max(counts, key=counts.get)  # torch's threads make the model process the largest
+        model_pid = sp.largest(sp.threads(pids))
         spy = sp.spy(model_pid, a.out / "model-gil.txt", 4, "--gil")
         if spy is not None:
             spy.wait()

@@ -51,6 +51,11 @@ def threads(pids: list[int]) -> dict[tuple[int, int], tuple[str, float]]:
     return out
 
 
+def largest(by_thread: dict[tuple[int, int], tuple[str, float]]) -> int:
+    """The model process among ``threads(pids)``'s processes: torch's threads make it the one with the most."""
+    return collections.Counter(pid for pid, _ in by_thread).most_common(1)[0][0]
+
+
 def tree(pgid: int) -> list[int]:
     return sorted(sh.tree_cpu(pgid))
 
@@ -118,8 +123,7 @@ def profile(
     time.sleep(3.0)  # the generator's processes up and the server's queues full
     pids = tree(server.proc.pid)
     before = threads(pids)
-    by_threads = collections.Counter({pid: sum(1 for p, _ in before if p == pid) for pid in pids})
-    model_pid = by_threads.most_common(1)[0][0]  # the model process: torch's threads make it the largest
+    model_pid = largest(before)
     cpu0 = sh.tree_cpu(server.proc.pid)
     time.sleep(0.5)
     cpu1 = sh.tree_cpu(server.proc.pid)

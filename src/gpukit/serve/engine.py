@@ -41,16 +41,16 @@ def start_engine(
     if config.decode in BATCH_DECODERS:
         runner.warm_batch_decoder(config.decode)
 
-    read_at = [0.0]
+    read_at = 0.0
 
     def on_batch(size: int, seconds: float) -> None:
         # the memory gauge at most once a second: torch.cuda.memory_allocated builds the allocator's whole stats
         # dictionary, and per batch it held 1-7 % of the model process's GIL samples on an H200
         # (benchmarks/json/serve-pinned_h200_2026-12-04/call3-profile-summary.md)
-        now = time.monotonic()
-        memory = None
-        if now - read_at[0] >= 1.0:
-            read_at[0], memory = now, runner.gpu_memory_bytes()
+        nonlocal read_at
+        now, memory = time.monotonic(), None
+        if now - read_at >= 1.0:
+            read_at, memory = now, runner.gpu_memory_bytes()
         metrics.observe_batch(size, memory, batcher.depth)
 
     batcher = Batcher(
