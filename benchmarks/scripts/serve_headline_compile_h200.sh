@@ -3,6 +3,7 @@
 # --engine compile beside LitServe 0.2.19 (1 and 2 workers) and wrk; a second start of the same server from the
 # engine cache; the seed CNN (eager) beside LitServe and wrk; the seed CNN with 12 and 16 HTTP workers.
 #   WHEELS=<serving + litserve wheels> OUT=/tmp/out bash benchmarks/scripts/serve_headline_compile_h200.sh
+# PARTS (default "resnet restart seed workers"): which of them run; "tests" adds the GPU serve tests first.
 # wrk: the Debian packages wrk, libluajit-5.1-2 and libluajit-5.1-common as .deb files in .deb/ (unpacked there).
 set -u
 cd "$(dirname "$0")/../.."
@@ -12,8 +13,18 @@ export PYTHONPATH=/tmp/site:$PWD/src PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 .deb/usr/bin/wrk --version 2>&1 | head -1
 R=/tmp/r; mkdir -p $R
 { date; nvidia-smi --query-gpu=name,serial,driver_version --format=csv; nproc; } > $R/host.txt
+PARTS=${PARTS:-resnet restart seed workers}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+save() { (cd /tmp && tar -czf "$OUT/r.tgz" r); }  # after each part: a call cut short still brings back the rest
+if part tests; then
+  echo "== gpu tests $(date +%T)"
+  timeout 200 python3 -m pytest -q tests/gpu/test_serve_gpu.py tests/gpu/test_serve_engine_gpu.py -p no:cacheprovider > $R/gpu-tests.log 2>&1; tail -3 $R/gpu-tests.log; save
+fi
+if part resnet; then
 echo "== resnet compile $(date +%T)"
-GPUKIT_SERVE_ENGINE=compile SERVE_READY_S=300 timeout 420 python3 benchmarks/scripts/serve_h200.py --out $R/res --only resnet/gpukit-nvjpeg,resnet/litserve-w1,resnet/litserve-w2 2>&1 | grep -v "^ *$" | tail -12
+GPUKIT_SERVE_ENGINE=compile SERVE_READY_S=300 timeout 420 python3 benchmarks/scripts/serve_h200.py --out $R/res --only resnet/gpukit-nvjpeg,resnet/litserve-w1,resnet/litserve-w2 2>&1 | grep -v "^ *$" | tail -12; save
+fi
+if part restart; then
 echo "== cached compile restart $(date +%T)"
 python3 - <<'PY' 2>&1 | tail -3
 import subprocess, time, urllib.request, os, signal, sys, json
@@ -38,11 +49,13 @@ os.killpg(p.pid, signal.SIGTERM); p.wait(40)
 json.dump({"ready": ok, "ready_s": round(ready, 1), "engine": info.get("engine")}, open("/tmp/r/restart.json", "w"), indent=1)
 print("cached restart", ok, round(ready, 1), (info.get("engine") or {}).get("cached"), (info.get("engine") or {}).get("build_s"))
 PY
+fi
+if part seed; then
 echo "== seed $(date +%T)"
-timeout 300 python3 benchmarks/scripts/serve_h200.py --out $R/seed --only seed/gpukit,seed/gpukit-nvjpeg,seed/litserve-w2,seed/litserve-w1 2>&1 | grep -v "^ *$" | tail -12
-for w in 12 16; do
+timeout 300 python3 benchmarks/scripts/serve_h200.py --out $R/seed --only seed/gpukit,seed/gpukit-nvjpeg,seed/litserve-w2,seed/litserve-w1 2>&1 | grep -v "^ *$" | tail -12; save
+fi
+part workers && for w in 12 16; do
   echo "== seed pil workers $w $(date +%T)"
   timeout 120 python3 benchmarks/scripts/serve_profile.py --out $R/w$w --only seed/pil --duration 8 --window 3 --no-spy --serve-args "--workers $w" 2>&1 | tail -1
 done
-date >> $R/host.txt
-cd /tmp && tar -czf "$OUT/r.tgz" r
+date >> $R/host.txt; save

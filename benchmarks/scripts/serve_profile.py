@@ -51,6 +51,30 @@ def threads(pids: list[int]) -> dict[tuple[int, int], tuple[str, float]]:
     return out
 
 
+def host_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of all CPUs of the host, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]  # guest is in user
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+def batches(predict_url: str) -> tuple[float, float]:
+    """(images, batches) so far, from the server's /metrics (gpukit_batch_size's sum and count)."""
+    import urllib.request
+
+    url = predict_url.rsplit("/v1/", 1)[0] + "/metrics"
+    try:
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+    except OSError:
+        return 0.0, 0.0
+    got = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        for part in got:
+            if line.startswith(f"gpukit_batch_size_{part} "):
+                got[part] += float(line.split()[1])
+    return got["sum"], got["count"]
+
+
 def largest(by_thread: dict[tuple[int, int], tuple[str, float]]) -> int:
     """The model process among ``threads(pids)``'s processes: torch's threads make it the one with the most."""
     return collections.Counter(pid for pid, _ in by_thread).most_common(1)[0][0]
@@ -107,6 +131,7 @@ def profile(
     window: float,
     extra: list[str],
     sampled: bool = True,  # py-spy on the model process and one worker (False: thread CPU only, less perturbed)
+    native: bool = False,  # the model process's busy threads with their native (C/C++) frames too
 ) -> dict:
     _model, _size, decode, max_batch, bf16, clients = CONFIGS[name]
     # extra (--serve-args): the same server with more options, a knob measured against the default
@@ -131,16 +156,16 @@ def profile(
     worker_pid = max(others, key=lambda p: cpu1.get(p, 0.0) - cpu0.get(p, 0.0), default=server.proc.pid)
     spies = [
         spy(model_pid, here / "model-gil.txt", window, "--gil"),
-        spy(model_pid, here / "model-busy.txt", window, "--threads"),
+        spy(model_pid, here / "model-busy.txt", window, "--threads", *(["--native"] if native else [])),
         spy(worker_pid, here / "worker.txt", window),
     ] if sampled else []  # fmt: skip
-    t0 = time.monotonic()
+    t0, busy0, batch0 = time.monotonic(), host_busy(), batches(server.url)
     for s in spies:
         if s is not None:
             s.wait()
     if not sampled:
         time.sleep(window)
-    wall = time.monotonic() - t0
+    wall, busy1, batch1 = time.monotonic() - t0, host_busy(), batches(server.url)
     after = threads(pids)
     names = {**py_names(model_pid), **py_names(worker_pid)}
     rows = []
@@ -166,6 +191,8 @@ def profile(
         "threads": rows[:40],
         "model_cpu": round(sum(r["cpu"] for r in rows if r["role"] == "model"), 2),
         "worker_cpu": round(sum(r["cpu"] for r in rows if r["role"] == "worker"), 2),
+        "mean_batch": round((batch1[0] - batch0[0]) / max(1.0, batch1[1] - batch0[1]), 1),
+        "host_busy": round((busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1]), 3),  # of all the host's CPUs
         "top": {f: top(here / f) for f in ("model-gil.txt", "model-busy.txt", "worker.txt")},
     }
 
@@ -184,13 +211,16 @@ def main() -> None:
     p.add_argument("--src", type=Path, default=None, help="serve this gpukit source folder instead (a before/after)")
     p.add_argument("--serve-args", default="", help="more `gpukit serve` options, e.g. '--decode-threads 2'")
     p.add_argument("--no-spy", action="store_true", help="no py-spy samples: thread CPU and throughput only")
+    p.add_argument("--native", action="store_true", help="py-spy --native for the model process's busy threads")
+    p.add_argument("--keep-work", action="store_true", help="reuse the checkpoints (and engine caches) of a run before")
     a = p.parse_args()
     if a.src is not None:
         src = a.src.resolve()
         sh.env = lambda: {**os.environ, "PYTHONPATH": f"{src}:{os.environ.get('PYTHONPATH', '')}"}
     a.out.mkdir(parents=True, exist_ok=True)
     work = Path("/tmp/serve_profile_work")
-    shutil.rmtree(work, ignore_errors=True)
+    if not a.keep_work:
+        shutil.rmtree(work, ignore_errors=True)
     results: dict = {"device": a.device, "cpu_count": os.cpu_count(), "workers": sh_workers(), "runs": {}}
     for name in a.only.split(","):
         model, size = CONFIGS[name][:2]
@@ -201,11 +231,12 @@ def main() -> None:
         if not ckpt.exists():
             sh.checkpoint(ckpt, model, size)
         results["runs"][name] = profile(
-            name, ckpt, images, a.device, a.out, a.duration, a.window, a.serve_args.split(), not a.no_spy
+            name, ckpt, images, a.device, a.out, a.duration, a.window, a.serve_args.split(), not a.no_spy, a.native
         )
         run = results["runs"][name]
         print(f"{name}: {run.get('rps')} req/s, p99 {run.get('p99_ms')}, model CPU {run.get('model_cpu')}, "
-              f"workers {run.get('worker_cpu')}", flush=True)  # fmt: skip
+              f"workers {run.get('worker_cpu')}, host {run.get('host_busy')}, batch {run.get('mean_batch')}",
+              flush=True)  # fmt: skip
     (a.out / "profile.json").write_text(json.dumps(results, indent=1))
     lines = []
     for name, run in results["runs"].items():

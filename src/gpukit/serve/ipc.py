@@ -42,14 +42,76 @@ _STATUS = {_FULL: "full", _TIMEOUT: "timeout"}
 _FLUSH_BYTES = 4 << 20  # a worker's gathered requests are sent at once past this many bytes
 
 
-def _records(msg: bytes, head: struct.Struct) -> Iterator[tuple[tuple[Any, ...], bytes]]:
-    """(header fields after the length, payload) of every record of one pipe message."""
+def _records(msg: bytes | memoryview, head: struct.Struct) -> Iterator[tuple[tuple[Any, ...], bytes]]:
+    """(header fields after the length, payload) of every record of one pipe message; each payload its own bytes."""
     at = 0
     while at < len(msg):
         fields = head.unpack_from(msg, at)
         start = at + head.size
         at = start + fields[0]
-        yield fields[1:], msg[start:at]
+        yield fields[1:], bytes(msg[start:at])
+
+
+class _Frames:
+    """Whole messages of a ``multiprocessing`` connection (a 4-byte big-endian length, or -1 and 8 bytes, then the
+    message), read with ``os.readv`` straight into one reused buffer: each read takes what has arrived, several
+    messages or part of one, without the GIL; ``Connection.recv_bytes`` instead allocates per read and copies each
+    chunk twice more with the GIL held. A message is a view of the buffer, valid until the next ``next()``."""
+
+    def __init__(self, fd: int, size: int = 1 << 20) -> None:
+        self.fd = fd
+        self.buf = bytearray(size)
+        self.start = self.end = 0
+
+    def __iter__(self) -> Iterator[memoryview]:
+        return self
+
+    def __next__(self) -> memoryview:
+        while True:
+            frame = self._frame()
+            if frame is not None:
+                return frame
+            self._read()
+
+    def _frame(self) -> memoryview | None:
+        have = self.end - self.start
+        if have < 4:
+            return None
+        size, head = int.from_bytes(self.buf[self.start : self.start + 4], "big", signed=True), 4
+        if size == -1:
+            if have < 12:
+                return None
+            size, head = int.from_bytes(self.buf[self.start + 4 : self.start + 12], "big"), 12
+        if have < head + size:
+            self._room(head + size)
+            return None
+        at = self.start + head
+        self.start = at + size
+        return memoryview(self.buf)[at : at + size]
+
+    def _room(self, need: int) -> None:
+        """Make room for a message of ``need`` bytes from ``start``: move what is held to the front, or grow."""
+        held = self.end - self.start
+        if need > len(self.buf):
+            new = bytearray(max(need, 2 * len(self.buf)))
+            new[:held] = self.buf[self.start : self.end]
+            self.buf = new
+        elif self.start + need > len(self.buf):
+            view = memoryview(self.buf)
+            view[:held] = view[self.start : self.end]
+        else:
+            return
+        self.start, self.end = 0, held
+
+    def _read(self) -> None:
+        if self.start == self.end:
+            self.start = self.end = 0
+        elif self.end == len(self.buf):
+            self._room(len(self.buf) - self.start + 1)
+        n = os.readv(self.fd, [memoryview(self.buf)[self.end :]])
+        if n == 0:
+            raise EOFError
+        self.end += n
 
 
 class _Outbox:
@@ -272,10 +334,11 @@ def serve_pipe(
 
     def loop() -> None:
         batcher.after_replies.append(flush)
+        frames = _Frames(conn.fileno())
         try:
             while True:
                 try:
-                    msg = conn.recv_bytes()
+                    msg = next(frames)
                 except (EOFError, OSError):  # the worker exited: replies still due for it are dropped
                     break
                 for (rid, deadline, kind), payload in _records(msg, _REQ):

@@ -14,9 +14,10 @@ Stream rules (CUDA), kept by ``Stager.prepare`` and the runner's ``execute``:
 - all of it runs on ``stream`` (torchvision's decoder orders its own stream after the current one with events);
 - a slot's device buffer is written only after the executor recorded ``slot.free`` (its copy into the graph's static
   input has run): ``stream.wait_event(slot.free)``;
-- ``prepare`` ends with ``stream.synchronize()``: it blocks only the preparing thread, never the GPU or the
-  executor, and it makes the slot's pinned host buffer safe to rewrite next time and ``prep_s`` an honest time;
-  ``slot.ready`` is recorded all the same and the executor waits on it before reading the slot.
+- ``prepare`` ends waiting for the stream (a blocking-sync event: the thread sleeps instead of spinning a core, as
+  ``stream.synchronize()`` does): it blocks only the preparing thread, never the GPU or the executor, and it makes
+  the slot's pinned host buffer safe to rewrite next time and ``prep_s`` an honest time; ``slot.ready`` is recorded
+  all the same and the executor waits on it before reading the slot.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class Stager:
         # 3 slots: one being read by the executor, one handed off, one being written; the events make fewer safe too
         self.slots = [_Slot(max_batch, size, device) for _ in range(slots)] if self.cuda else []
         self.stream = torch.cuda.Stream(device=device) if self.cuda else None
+        self.done = torch.cuda.Event(blocking=True) if self.cuda else None  # waited on asleep: see prepare
         self._next = 0
         self.decoder = BatchDecoder("nvjpeg", device, self.stream)  # ModelRunner.warm_batch_decoder may replace it
 
@@ -90,7 +92,9 @@ class Stager:
             stream.wait_event(slot.free)  # the executor's copy out of this slot has run
             errors, shapes = self._fill(slot.x, items, slot.pinned)
             slot.ready.record(stream)
-        stream.synchronize()  # this thread only: the batch is complete, the pinned buffer reusable
+        assert self.done is not None
+        self.done.record(stream)
+        self.done.synchronize()  # this thread only: the batch is complete, the pinned buffer reusable
         return Staged(slot.x, n, errors, slot, shapes)
 
     def _fill(self, x: Any, items: list[np.ndarray | bytes], pinned: Any) -> tuple[list[str | None], dict[str, int]]:
@@ -223,12 +227,9 @@ class BatchDecoder:
         if self._bitstreams is None or self._bitstreams.numel() < total:
             size = min(PINNED_JPEG_BYTES, max(total, 2 * (0 if self._bitstreams is None else self._bitstreams.numel())))
             self._bitstreams = torch.empty(size, dtype=torch.uint8).pin_memory()
-        buf, host, out, at = self._bitstreams, self._bitstreams.numpy(), [], 0
-        for d in datas:
-            host[at : at + len(d)] = np.frombuffer(d, np.uint8)
-            out.append(buf[at : at + len(d)])
-            at += len(d)
-        return out
+        # one copy of them all and one split into views: per JPEG a numpy slice and a torch slice cost more
+        np.concatenate([np.frombuffer(d, np.uint8) for d in datas], out=self._bitstreams.numpy()[:total])
+        return list(self._bitstreams[:total].split([len(d) for d in datas]))
 
     def _view(self, img: Any, stream: int) -> Any:
         """A torch (H, W, 3) view of a decoded image on the device. The decode was ordered on ``stream``; when its

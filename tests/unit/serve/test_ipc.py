@@ -172,3 +172,35 @@ def test_the_replies_of_one_batch_for_a_worker_arrive_in_one_write():
     assert (fields[0], fields[1], tail) == (200, _ERROR, b"image of the wrong size")
     worker.close()
     batcher.stop()
+
+
+def test_the_model_side_reads_whole_messages_of_any_size_from_its_reused_buffer():
+    """``_Frames`` reads what has arrived into one buffer and cuts it into the messages ``send_bytes`` wrote: empty
+    ones, ones that straddle the buffer's end (moved to its front) and ones larger than it (it grows), in order, and
+    ``EOFError`` once the writer has closed; a worker's requests still reach the batcher through it."""
+    import random
+
+    from gpukit.serve.ipc import _Frames
+
+    writer, reader = mp.Pipe(duplex=True)
+    rng = random.Random(7)
+    sizes = [0, 1, 3, 4, 5, 11, 4096, 4097, 10_000, 70_000, 300_000] * 6
+    rng.shuffle(sizes)
+    messages = [rng.randbytes(n) for n in sizes]
+
+    def write() -> None:
+        for m in messages:
+            writer.send_bytes(m)
+        writer.close()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    frames = _Frames(reader.fileno(), size=4096)
+    got = []
+    with pytest.raises(EOFError):
+        for view in frames:
+            got.append(bytes(view))
+    thread.join()
+    assert got == messages
+    assert len(frames.buf) >= 300_000 + 4  # grown to the largest message and its length field
+    reader.close()
