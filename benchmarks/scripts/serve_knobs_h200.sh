@@ -1,9 +1,12 @@
 #!/bin/bash
-# Issue 27: the model process's knobs A/B on one H200 host (GPUKIT_X, read by the serve code while they are measured),
+# Issue 27: the model process's knobs A/B on one H200 host (benchmarks/serve-knobs_h200_2026-12-04.md). GPUKIT_X
+# names the knobs; only the tree they were measured on reads it: `git checkout a7a7ede && git apply
+# benchmarks/scripts/serve_knobs_a7a7ede.patch` (prio, block, pin, recv, switch<seconds>; the kept ones are in main).
 # ResNet-50 224 px, --engine compile --max-batch 128, 256 clients, `gpukit loadtest` 8 s (serve_profile.py --no-spy;
 # the checkpoint and its engine cache kept between runs, so only the first start compiles). Each run's JSON joins
 # $OUT/r.tgz as it ends; a run whose name ends in "spy" is sampled by py-spy (the model process with native frames).
-#   WHEELS=/path/to/wheels OUT=/tmp/out RUNS="base prio ..." bash benchmarks/scripts/serve_knobs_h200.sh
+#   WHEELS=/path/to/wheels OUT=/tmp/out RUNS="base:base prio:prio recv:recv,pin ..." bash benchmarks/scripts/serve_knobs_h200.sh
+# (each run NAME:KNOBS, "base" for none)
 set -u
 cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl || exit 1

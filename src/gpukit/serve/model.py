@@ -21,7 +21,7 @@ threads, 0.5-2 ms with 1; 2026-12-01).
 A batch is served in two steps that the batcher runs on two threads, so they overlap: ``prepare`` (decode, resize,
 stage; ``gpukit.serve.staging``, on its own stream) and ``execute`` (copy out of the staging slot, then per pass:
 copy into the static input, replay, keep the rows; results to the host, on ``exec_stream``). Events order the two
-streams; ``execute``'s wait for its results (in pinned memory) is its one sync point.
+streams; ``execute``'s ``.cpu()`` is its one sync point.
 """
 
 from __future__ import annotations
@@ -140,10 +140,6 @@ class ModelRunner:
             self.static_in = torch.zeros((self.pass_rows, 3, s, s), dtype=torch.uint8, device=self.device)
             # probabilities, one column per class (also for a one-logit binary model: predict.probabilities)
             self.result = torch.zeros((max_batch, len(loaded.classes)), dtype=torch.float32, device=self.device)
-            # the results come back into pinned memory, and the wait for them sleeps (a blocking-sync event) where
-            # ``.cpu()`` spun a core for the whole forward pass (0.7-0.8 of one under load on an H200)
-            self.result_host = torch.zeros((max_batch, len(loaded.classes)), dtype=torch.float32).pin_memory()
-            self.result_done = torch.cuda.Event(blocking=True)
             self._warm()
         self.stager = Stager(loaded.image_size, max_batch, self.device)
 
@@ -241,10 +237,8 @@ class ModelRunner:
                     self.static_in[:rows].copy_(self.batch_in[start : start + rows])  # rows after keep old data
                     out = self._run_static(rows)
                     self.result[start : start + rows].copy_(out[:rows])
-                self.result_host[:n].copy_(self.result[:n], non_blocking=True)
-                self.result_done.record(self.exec_stream)
-                self.result_done.synchronize()  # the one sync point: results back to the host
-                return self.result_host[:n].numpy().copy(), staged.errors
+                probs = self.result[:n].cpu().numpy()  # the one sync point: results back to the host
+                return np.asarray(probs), staged.errors
 
     def _padded(self, x: torch.Tensor) -> torch.Tensor:
         """A CPU batch as it runs: unpadded on eager (see the module's docstring), padded with zero rows up to its

@@ -187,9 +187,7 @@ def _run_many(
         from gpukit.serve.engine import start_engine
         from gpukit.serve.metrics import Metrics
 
-        # many pipe threads and one batcher here: hand the GIL over sooner than Python's 5 ms (1 ms served ResNet-50
-        # as well as 0.5 did, with the pipe read without the GIL: benchmarks/serve-knobs_h200_2026-12-04.md)
-        sys.setswitchinterval(0.001)
+        sys.setswitchinterval(0.0005)  # many pipe threads and one batcher here: hand the GIL over sooner than 5 ms
         engine = start_engine(config, Metrics(multiprocess=True))
         fleet = _Fleet(config, engine)
         stopping = _stop_on_signals()

@@ -14,10 +14,11 @@ Stream rules (CUDA), kept by ``Stager.prepare`` and the runner's ``execute``:
 - all of it runs on ``stream`` (torchvision's decoder orders its own stream after the current one with events);
 - a slot's device buffer is written only after the executor recorded ``slot.free`` (its copy into the graph's static
   input has run): ``stream.wait_event(slot.free)``;
-- ``prepare`` ends waiting for the stream (a blocking-sync event: the thread sleeps instead of spinning a core, as
-  ``stream.synchronize()`` does): it blocks only the preparing thread, never the GPU or the executor, and it makes
-  the slot's pinned host buffer safe to rewrite next time and ``prep_s`` an honest time; ``slot.ready`` is recorded
-  all the same and the executor waits on it before reading the slot.
+- ``prepare`` ends with ``stream.synchronize()``: it blocks only the preparing thread, never the GPU or the
+  executor, and it makes the slot's pinned host buffer safe to rewrite next time and ``prep_s`` an honest time;
+  ``slot.ready`` is recorded all the same and the executor waits on it before reading the slot. (It spins a core
+  while it waits. Blocking-sync events, which sleep, were tried for this wait and the results' one; on one H200
+  host each of the seed CNN's two stages then took about 1.4 ms more: benchmarks/serve-knobs_h200_2026-12-04.md.)
 """
 
 from __future__ import annotations
@@ -70,7 +71,6 @@ class Stager:
         # 3 slots: one being read by the executor, one handed off, one being written; the events make fewer safe too
         self.slots = [_Slot(max_batch, size, device) for _ in range(slots)] if self.cuda else []
         self.stream = torch.cuda.Stream(device=device) if self.cuda else None
-        self.done = torch.cuda.Event(blocking=True) if self.cuda else None  # waited on asleep: see prepare
         self._next = 0
         self.decoder = BatchDecoder("nvjpeg", device, self.stream)  # ModelRunner.warm_batch_decoder may replace it
 
@@ -92,9 +92,7 @@ class Stager:
             stream.wait_event(slot.free)  # the executor's copy out of this slot has run
             errors, shapes = self._fill(slot.x, items, slot.pinned)
             slot.ready.record(stream)
-        assert self.done is not None
-        self.done.record(stream)
-        self.done.synchronize()  # this thread only: the batch is complete, the pinned buffer reusable
+        stream.synchronize()  # this thread only: the batch is complete, the pinned buffer reusable
         return Staged(slot.x, n, errors, slot, shapes)
 
     def _fill(self, x: Any, items: list[np.ndarray | bytes], pinned: Any) -> tuple[list[str | None], dict[str, int]]:
