@@ -17,6 +17,10 @@ pipe to the model process is real. CPU is ``time.process_time`` over all request
   response JSON, Server-Timing, metrics);
 - ``app_glue``: total − http − the stages (routing, request object, headers, futures, timers, the response object).
 
+``--model seed``: the seed CNN's path instead, `--decode pil` with a 64 px JPEG of 3.3 KB. The worker decodes it on
+its loop (``decode``: header, budgets, pixels), ``check`` is the test that sends it there (``inline_decodable``), and
+the pipe carries the decoded 12 KB image.
+
 ``python_multipart``, measured beside (not part of the total): the same form through python-multipart's parser.
 It runs on the code before issue 27's direct route and after it (the same functions, by name).
 """
@@ -40,6 +44,19 @@ import numpy as np
 
 CLASSES = tuple(f"class{i}" for i in range(10))
 BOUNDARY = "gpukitloadtest0123456789"
+
+
+def jpeg_64() -> bytes:
+    """A 64×64 JPEG of 3.3 KB as `benchmarks/scripts/serve_h200.py` makes the seed CNN's (noise, one strong channel,
+    quality 90)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(64)
+    px = rng.integers(0, 120, (64, 64, 3), dtype=np.uint8)
+    px[..., 0] = rng.integers(130, 256, (64, 64), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(px).save(buf, "JPEG", quality=90)
+    return buf.getvalue()
 
 
 def jpeg_224(seed: int = 0) -> bytes:
@@ -87,10 +104,10 @@ class _Echo:
         callback(Outcome(self.probs, 0.0001, 0.0002, 1, None, 0.0001))
 
 
-def echo_main(conn: Any, probs: list[float]) -> None:
+def echo_main(conn: Any, probs: list[float], side: int = 224) -> None:
     from gpukit.serve.ipc import serve_pipe
 
-    serve_pipe(conn, _Echo(probs), (3, 224, 224)).join()
+    serve_pipe(conn, _Echo(probs), (3, side, side)).join()
 
 
 # --- a fake transport -------------------------------------------------------------------------------------------
@@ -215,8 +232,8 @@ def per_call(fn: Any, n: int) -> float:
 
 
 def stage_costs(core: Any, body: bytes, ctype: str, jpeg: bytes, probs: list[float], n: int) -> dict[str, float]:
-    from gpukit.serve.core import dumps
-    from gpukit.serve.decode import batch_decodable
+    from gpukit.serve.core import _DecodeJob, dumps
+    from gpukit.serve.decode import batch_decodable, inline_decodable
     from gpukit.serve.metrics import server_timing
     from gpukit.serve.request import images_from_body
 
@@ -231,12 +248,19 @@ def stage_costs(core: Any, body: bytes, ctype: str, jpeg: bytes, probs: list[flo
 
     assert multipart() == [jpeg], "the multipart parser returned other bytes"
     assert python_multipart(body, BOUNDARY.encode()) == [jpeg], "python-multipart returned other bytes"
-    return {
+    costs = {
         "python_multipart": per_call(lambda: python_multipart(body, BOUNDARY.encode()), n),
         "multipart": per_call(multipart, n),
-        "check": per_call(lambda: batch_decodable(jpeg, 16_777_216), n),
         "json": per_call(answer, n),
     }
+    if core.config.decode == "pil":  # the seed CNN's path: the worker decodes the JPEG on its loop
+        side = core.info.image_size
+        assert inline_decodable(jpeg, side, 16_777_216), "the JPEG would not be decoded on the loop"
+        costs["check"] = per_call(lambda: inline_decodable(jpeg, side, 16_777_216), n)
+        costs["decode"] = per_call(lambda: _DecodeJob(core, time.monotonic() + 10).decode(jpeg), n)
+    else:
+        costs["check"] = per_call(lambda: batch_decodable(jpeg, 16_777_216), n)
+    return costs
 
 
 def python_multipart(body: bytes, boundary: bytes) -> list[bytes]:
@@ -260,7 +284,7 @@ def python_multipart(body: bytes, boundary: bytes) -> list[bytes]:
     return files
 
 
-async def pipe_cost(client: Any, jpeg: bytes, n: int, concurrency: int) -> float:
+async def pipe_cost(client: Any, jpeg: Any, n: int, concurrency: int) -> float:
     loop = asyncio.get_running_loop()
 
     async def one(count: int) -> None:
@@ -280,21 +304,23 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     from gpukit.serve.app import build_app
     from gpukit.serve.config import ServeConfig
     from gpukit.serve.core import Core
+    from gpukit.serve.decode import decode_bytes
     from gpukit.serve.ipc import PipeClient
     from gpukit.serve.metrics import Metrics
     from gpukit.serve.model import ModelInfo
 
-    jpeg = jpeg_224()
+    seed = args.model == "seed"
+    jpeg, side = (jpeg_64(), 64) if seed else (jpeg_224(), 224)
     raw, body, ctype = request_bytes(jpeg)
     probs = [float(v) for v in np.linspace(0.01, 0.19, len(CLASSES), dtype=np.float32)]
-    config = ServeConfig(model=Path("unused"), decode="nvjpeg", workers=2, queue_size=4096)
+    config = ServeConfig(model=Path("unused"), decode="pil" if seed else "nvjpeg", workers=2, queue_size=4096)
     ours, theirs = mp.get_context("spawn").Pipe(duplex=True)
-    echo = mp.get_context("spawn").Process(target=echo_main, args=(theirs, probs), daemon=True)
+    echo = mp.get_context("spawn").Process(target=echo_main, args=(theirs, probs, side), daemon=True)
     echo.start()
     theirs.close()
     try:
         core = Core(config, Metrics(multiprocess=True))
-        core.info = ModelInfo("resnet50", CLASSES, 224, "unused")
+        core.info = ModelInfo("seed-cnn" if seed else "resnet50", CLASSES, side, "unused")
         client = PipeClient(ours)
         core.submitter = client
         app = build_app(core)
@@ -308,7 +334,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             result[name] = samples
             if name == "total":
                 result["response"] = last.decode("latin-1")
-        pipe = [await pipe_cost(client, jpeg, args.requests, args.concurrency) for _ in range(args.repeats)]
+        payload = decode_bytes(jpeg, side, 16_777_216) if seed else jpeg  # what the worker sends the model process
+        pipe = [await pipe_cost(client, payload, args.requests, args.concurrency) for _ in range(args.repeats)]
         alone = [stage_costs(core, body, ctype, jpeg, probs, args.requests) for _ in range(args.repeats)]
         result["pipe"] = pipe
         for key in alone[0]:
@@ -324,7 +351,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 def summarise(raw: dict[str, Any]) -> dict[str, Any]:
     med = {k: float(np.median(v)) * 1e6 for k, v in raw.items() if isinstance(v, list)}
     spread = {k: [min(v) * 1e6, max(v) * 1e6] for k, v in raw.items() if isinstance(v, list)}
-    stages = ("multipart", "check", "pipe", "json")
+    stages = ("multipart", "check", "decode", "pipe", "json")
+    med.setdefault("decode", 0.0)
     med["app_glue"] = med["total"] - med["http"] - sum(med[k] for k in stages)
     return {"us_per_request_median": med, "us_per_request_min_max": spread}
 
@@ -336,6 +364,9 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--model", choices=["resnet", "seed"], default="resnet",
+                    help="resnet: a 224 px JPEG passed to the model process (--decode nvjpeg); seed: a 64 px JPEG "
+                         "decoded by the worker on its loop (--decode pil), the seed CNN's path")  # fmt: skip
     args = ap.parse_args()
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="gpukit-bench-metrics-"))
     try:
@@ -353,13 +384,14 @@ def main() -> None:
         "requests": args.requests,
         "concurrency": args.concurrency,
         "repeats": args.repeats,
-        "jpeg_bytes": len(jpeg_224()),
+        "model": args.model,
+        "jpeg_bytes": len(jpeg_64() if args.model == "seed" else jpeg_224()),
         **summarise(raw),
         "raw_s": {k: v for k, v in raw.items() if isinstance(v, list)},
         "response": raw["response"],
     }
     med = out["us_per_request_median"]
-    for k in ("total", "http", "multipart", "check", "pipe", "json", "app_glue", "python_multipart"):
+    for k in ("total", "http", "multipart", "check", "decode", "pipe", "json", "app_glue", "python_multipart"):
         lo, hi = out["us_per_request_min_max"].get(k, [med[k], med[k]])
         print(f"{args.label:>8} {k:>10}: {med[k]:8.1f} µs/request  (min {lo:.1f}, max {hi:.1f})")
     if args.json:

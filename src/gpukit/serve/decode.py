@@ -4,6 +4,12 @@ count checked from the header before any pixel is decoded, and the same resize a
 Pillow's own guard against decompression bombs is only a warning up to 2× its limit; here the limit is checked on
 the header's width × height, so a 50,000 × 50,000 PNG of a few kilobytes is refused before it allocates anything.
 Only the first frame of an animated GIF or WebP is used.
+
+A plain JPEG that Pillow would decode at full size is decoded by simplejpeg (libjpeg-turbo in one call, when it is
+installed: the ``serve`` extra) with the same pixels, the same checks before it and the same resize after it; it
+skips Pillow's marker parsing in Python and its decoder set-up (a 64 px JPEG: 36 against 135 µs on a 2-core VM,
+benchmarks/serve-http-cpu_2026-12-04.md). Anything it refuses (a cut or damaged file) takes Pillow's path, which names
+the problem.
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ __all__ = [
     "Probe",
     "batch_decodable",
     "decode_bytes",
+    "decode_plain",
     "finish",
     "inline_decodable",
     "nvimgcodec_unavailable",
+    "plain_bytes",
     "probe",
     "sniff",
     "warm_decoder",
@@ -237,7 +245,56 @@ def _frame(s: bytes) -> tuple[tuple[int, int], list[tuple[int, int, int, int]]] 
 
 def decode_bytes(data: bytes, size: int, max_pixels: int) -> np.ndarray:
     """Bytes → uint8 (3, size, size) RGB, exactly as ``gpukit.train.data.decode_image`` does for a file."""
+    if plain_bytes(data, size, max_pixels) is not None:
+        image = decode_plain(data, size)
+        if image is not None:
+            return image
     return finish(probe(data, size, max_pixels), data, size)
+
+
+_SIMPLEJPEG: Any = None  # the module once imported; False when it is not installed
+
+
+def _simplejpeg() -> Any:
+    global _SIMPLEJPEG
+    if _SIMPLEJPEG is None:
+        try:
+            import simplejpeg
+
+            _SIMPLEJPEG = simplejpeg
+        except ImportError:
+            _SIMPLEJPEG = False
+    return _SIMPLEJPEG
+
+
+def plain_bytes(data: bytes, size: int, max_pixels: int) -> int | None:
+    """The bytes decoding takes (as ``Probe.decoded_bytes``) when ``decode_plain`` may decode this image: a plain
+    8-bit RGB or grayscale JPEG (``_jpeg_frame``) that Pillow would decode at full size, since its draft mode scales
+    only from twice ``size`` on. None: Pillow's path (``probe``). A header that fails a check raises as ``probe``."""
+    if data[:3] != b"\xff\xd8\xff" or not _simplejpeg():
+        return None
+    frame = _jpeg_frame(data)
+    if frame is None:
+        return None
+    (width, height), layers = frame
+    _check_frame("JPEG", (width, height), len(data), layers, max_pixels)
+    if min(width // size, height // size) >= 2:
+        return None
+    return width * height * (3 if len(layers) == 3 else 1 + 3)  # Pillow's L image and its RGB copy
+
+
+def decode_plain(data: bytes, size: int) -> np.ndarray | None:
+    """simplejpeg's decode of an image ``plain_bytes`` accepted → uint8 (3, size, size), the pixels Pillow's path
+    gives; None when it refuses the data (strict: also a recoverable error such as a cut scan)."""
+    from PIL import Image
+
+    try:
+        rgb = _simplejpeg().decode_jpeg(data, colorspace="RGB")
+    except ValueError:
+        return None
+    if rgb.shape[:2] != (size, size):
+        rgb = np.asarray(Image.fromarray(rgb).resize((size, size), Image.Resampling.BILINEAR))
+    return np.ascontiguousarray(rgb.transpose(2, 0, 1))
 
 
 _CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # PNG colour type → samples per pixel
@@ -280,6 +337,8 @@ def warm_decoder(size: int) -> None:
         buf = io.BytesIO()
         Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(buf, fmt)
         decode_bytes(buf.getvalue(), size, 64 * 64)
+        if fmt == "JPEG":
+            finish(probe(buf.getvalue(), size, 64 * 64), buf.getvalue(), size)  # Pillow's JPEG path too
 
 
 def nvimgcodec_unavailable() -> str | None:
