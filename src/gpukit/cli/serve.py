@@ -51,8 +51,8 @@ def _serve_command(
         "auto",
         "--decode",
         help="Where JPEGs are decoded: pil (HTTP processes), or per batch in the model process: nvimgcodec (hybrid"
-        " host/GPU), nvimgcodec-hw (the GPU's JPEG engines), nvjpeg (torchvision); auto: nvjpeg on CUDA, pil on a"
-        " CPU.",
+        " host/GPU), nvimgcodec-hw (the GPU's JPEG engines), nvjpeg (torchvision); auto: nvjpeg on CUDA (pil for a"
+        " model input of at most 64 px), pil on a CPU.",
     ),
     engine: str | None = engine_option(),
     gate_images: Path | None = gate_option(),

@@ -9,7 +9,7 @@ from gpukit.errors import ConfigError
 from gpukit.serve.decode import nvimgcodec_unavailable
 from gpukit.serve.engines import ENGINES
 
-__all__ = ["BATCH_DECODERS", "CUDA_ENGINE", "DECODERS", "ServeConfig", "resolve_auto"]
+__all__ = ["BATCH_DECODERS", "CUDA_ENGINE", "DECODERS", "PIL_SIDE", "ServeConfig", "resolve_auto"]
 
 # --decode values whose JPEGs the model process decodes per batch (pil: Pillow in the HTTP processes)
 BATCH_DECODERS = ("nvjpeg", "nvimgcodec", "nvimgcodec-hw")
@@ -19,6 +19,9 @@ DECODERS = ("auto", "pil", *BATCH_DECODERS)
 # (11,977 against 9,338-9,852 req/s, benchmarks/serve-pipe_h200_2026-12-04.md). On a CPU eager: compile costs more
 # at start than it gains there (benchmarks/serve-engine_cpu_2026-12-02.md). `predict` and `export` keep eager.
 CUDA_ENGINE = "auto"
+# `--decode auto` on CUDA: Pillow in the HTTP processes for a model input of at most this many pixels a side, nvJPEG
+# in the model process above it (see ``resolve_auto``)
+PIL_SIDE = 64
 
 
 @dataclass
@@ -39,7 +42,7 @@ class ServeConfig:
     amp: str = "off"  # off (the same numbers as `gpukit predict`) or bf16 (autocast on CUDA)
     cuda_graphs: bool = True  # capture one graph per padded batch size on CUDA
     # pil: Pillow in the HTTP processes; the BATCH_DECODERS: JPEGs decoded per batch in the model process; auto:
-    # nvjpeg on CUDA, pil on a CPU (``resolve_auto``)
+    # nvjpeg on CUDA (pil for a model input of at most PIL_SIDE px), pil on a CPU (``resolve_auto``)
     decode: str = "auto"
     decode_threads: int = 0  # threads decoding images per HTTP process; 0 = chosen from the CPU count
     engine: str | None = None  # auto, eager, compile, tensorrt (gpukit.serve.engines); None: CUDA_ENGINE on CUDA,
@@ -86,11 +89,14 @@ def resolve_auto(config: ServeConfig) -> ServeConfig:
     JPEGs go; the start-up line names the engine asked for).
 
     - No ``--engine``: ``CUDA_ENGINE`` on CUDA, eager on a CPU.
-    - ``--decode auto``: on CUDA nvJPEG through torchvision in the model process, the fastest decoder measured through
-      gpukit's pipeline on an H200 (ResNet-50 224 px, 256 clients: 7,312-8,148 req/s against nvImageCodec's hybrid
-      5,048-5,868, its hardware engines 4,261-4,698 and Pillow's 4,735-4,816; seed CNN 64 px: 8,863-9,754 against
-      8,120-8,191 and 7,460-7,890); on a CPU Pillow in the HTTP processes, which keeps ``gpukit predict``'s exact
-      numbers.
+    - ``--decode auto``: the fastest decoder measured through gpukit's pipeline on an H200. For a model input over
+      ``PIL_SIDE`` px, nvJPEG through torchvision in the model process (ResNet-50 224 px, 256 clients: 7,312-8,148
+      req/s against nvImageCodec's hybrid 5,048-5,868, its hardware engines 4,261-4,698 and Pillow's 4,735-4,816,
+      benchmarks/serve-decode_h200_2026-12-02.md). Up to it, Pillow in the HTTP processes: since the small JPEGs
+      are decoded on the workers' loops, the seed CNN 64 px served more with Pillow in every side-by-side run on
+      the H200 of 2026-12-04 (11,380 and 11,433 against nvJPEG's 10,680 and 9,560 req/s on one host, 10,664 against
+      9,009 on another: benchmarks/serve-pipe_h200_2026-12-04.md, serve-engine-default_h200_2026-12-04.md), and it
+      keeps ``gpukit predict``'s exact numbers. On a CPU Pillow.
 
     A named nvImageCodec decoder that is not installed is a ``ConfigError``."""
     if config.decode.startswith("nvimgcodec") and (why := nvimgcodec_unavailable()):
@@ -99,8 +105,20 @@ def resolve_auto(config: ServeConfig) -> ServeConfig:
     if config.engine is None:
         config = replace(config, engine=CUDA_ENGINE if cuda else "eager")
     if config.decode == "auto":
-        config = replace(config, decode="nvjpeg" if cuda else "pil")
+        side = _input_side(config.model) if cuda else None
+        config = replace(config, decode="nvjpeg" if cuda and (side is None or side > PIL_SIDE) else "pil")
     return config
+
+
+def _input_side(model: Path) -> int | None:
+    """The model's input size from its checkpoint's JSON (no torch); None when it cannot be read here (the model
+    process then reports why it cannot load it)."""
+    from gpukit.train.predict import read_meta
+
+    try:
+        return int(read_meta(model)["image_size"])
+    except (ConfigError, OSError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _cuda(device: str) -> bool:

@@ -7,6 +7,7 @@ tests/gpu/test_serve_gpu.py); the batch is then resized by the same ``interpolat
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -139,6 +140,26 @@ def test_auto_decode_is_nvjpeg_on_cuda_and_pil_on_a_cpu(monkeypatch: pytest.Monk
     with pytest.raises(ConfigError, match="--decode nvimgcodec-hw: nvImageCodec is not installed"):
         resolve_auto(_config("nvimgcodec-hw", "cuda"))
     assert resolve_auto(_config("pil", "cuda")).decode == "pil"
+
+
+def test_auto_decode_on_cuda_is_pillow_for_a_small_model_input(tmp_path: Path) -> None:
+    """Up to ``PIL_SIDE`` px a side (the seed CNN's 64) the HTTP processes decode with Pillow, above it nvJPEG; a
+    checkpoint that cannot be read here keeps nvJPEG (the model process names the problem)."""
+    from gpukit.serve.config import PIL_SIDE
+
+    def auto(side: int | None) -> str:
+        run = tmp_path / f"run{side}"
+        run.mkdir()
+        meta = {"model": "seed-cnn", "classes": ["cat", "dog"]} | ({} if side is None else {"image_size": side})
+        (run / "best.json").write_text(json.dumps(meta))
+        return resolve_auto(ServeConfig(model=run, device="cuda").validate()).decode
+
+    assert PIL_SIDE == 64
+    assert auto(64) == "pil" and auto(32) == "pil"
+    assert auto(65) == "nvjpeg" and auto(224) == "nvjpeg"
+    assert auto(None) == "nvjpeg"
+    cpu = resolve_auto(ServeConfig(model=tmp_path / "run224", device="cpu").validate())
+    assert cpu.decode == "pil"
 
 
 def test_an_unknown_decoder_is_refused() -> None:
