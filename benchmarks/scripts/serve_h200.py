@@ -131,40 +131,35 @@ def train_seed(data: Path, out: Path, device: str, quick: bool) -> tuple[Path, s
 
 
 def gpu_alone(model: Path, batches: list[int], device: str) -> dict[str, float]:
-    """ResNet-50 forward throughput with uint8 batches already on the GPU, as the servers run it."""
+    """ResNet-50 forward throughput with uint8 batches already on the GPU, as the servers run it: through gpukit's
+    own timing engine (``gpukit.bench.timing.measure``, CUDA events), the median of at least 5 samples of 10 calls and
+    at least 2 s of timed calls, so a GPU still warming up (one fixed 30-call window after 20 warm-up calls read
+    5,499 and 6,370 img/s at batch 64 on two fresh machines, and about 13,000 on the next invocation) moves a
+    sample, not the figure. ``batch_<b>_spread`` is that row's (max − min) / median."""
     import torch
 
+    from gpukit.bench.timing import EventClock, HostClock, StopRule, measure
     from gpukit.train.predict import load_model
 
+    cuda = device.startswith("cuda")
     torch.backends.cudnn.benchmark = False
     loaded = load_model(model, device)
-    net = loaded.net.to(memory_format=torch.channels_last) if device.startswith("cuda") else loaded.net
+    net = loaded.net.to(memory_format=torch.channels_last) if cuda else loaded.net
+    clock = EventClock(lambda: torch.cuda.Event(enable_timing=True), lambda s, e: s.elapsed_time(e) / 1e3) if cuda \
+        else HostClock()  # fmt: skip
+    rule = StopRule(target=0.01, min_samples=5, min_time_s=2.0, max_time_s=30.0) if cuda else StopRule(0.0, 2)
     out: dict[str, float] = {}
     for b in batches:
         x = torch.randint(0, 256, (b, 3, loaded.image_size, loaded.image_size), dtype=torch.uint8, device=device)
 
-        def step(x: torch.Tensor = x) -> None:
-            with torch.inference_mode(), torch.autocast("cuda", torch.bfloat16, enabled=device.startswith("cuda")):
+        def step(_i: int, x: torch.Tensor = x) -> None:
+            with torch.inference_mode(), torch.autocast("cuda", torch.bfloat16, enabled=cuda):
                 net(x.float().mul_(1 / 255).contiguous(memory_format=torch.channels_last))
 
-        for _ in range(20):  # 5 left the first timed shape (batch 64) slow in one run of three: 6,845 vs 12,939
-            step()
-        reps = 30 if device.startswith("cuda") else 2
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(reps):
-                step()
-            end.record()
-            torch.cuda.synchronize()  # the events' times are valid only after this
-            seconds = start.elapsed_time(end) / 1000
-        else:
-            t = time.perf_counter()
-            for _ in range(reps):
-                step()
-            seconds = time.perf_counter() - t
-        out[f"batch_{b}_img_per_s"] = b * reps / seconds
+        samples = measure(step, clock, warmup=20 if cuda else 1, inner=10 if cuda else 1, lead=2 if cuda else 0,
+                          stop=rule)  # fmt: skip
+        out[f"batch_{b}_img_per_s"] = b / samples.median_s
+        out[f"batch_{b}_spread"] = round(samples.spread, 3)
     return out
 
 
@@ -686,7 +681,7 @@ def main() -> int:
         "# gpukit serve vs LitServe" + (f" (--only {','.join(sorted(only))})" if only else ""),
         "",
         "ResNet-50 alone on the device (uint8 batches already there): "
-        + (", ".join(f"{k} {v:,.0f}" for k, v in results["gpu_alone"].items() if isinstance(v, float)) or "n/a"),
+        + (", ".join(f"{k} {v:,.0f}" for k, v in results["gpu_alone"].items() if k.endswith("img_per_s")) or "n/a"),
         "",
         f"device {a.device}, {os.cpu_count()} CPU cores, {workers} gpukit HTTP "
         f"workers, {d:g} s per point after a 1.5 s warm-up; load from `gpukit loadtest`.",

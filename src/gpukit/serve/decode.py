@@ -7,9 +7,9 @@ Only the first frame of an animated GIF or WebP is used.
 
 A plain JPEG that Pillow would decode at full size is decoded by simplejpeg (libjpeg-turbo in one call, when it is
 installed: the ``serve`` extra) with the same pixels, the same checks before it and the same resize after it; it
-skips Pillow's marker parsing in Python and its decoder set-up (a 64 px JPEG: 36 against 135 µs on a 2-core VM,
-benchmarks/serve-http-cpu_2026-12-04.md). Anything it refuses (a cut or damaged file) takes Pillow's path, which names
-the problem.
+skips Pillow's marker parsing in Python and its decoder set-up (a 64 px JPEG's decode stage in the server: 43-49
+against 120-131 µs on a 2-core VM, benchmarks/serve-http-cpu_2026-12-04.md). Anything it refuses (a cut or damaged
+file) takes Pillow's path, which names the problem.
 """
 
 from __future__ import annotations
