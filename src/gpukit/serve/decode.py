@@ -285,12 +285,12 @@ def plain_bytes(data: bytes, size: int, max_pixels: int) -> int | None:
 
 def decode_plain(data: bytes, size: int) -> np.ndarray | None:
     """simplejpeg's decode of an image ``plain_bytes`` accepted → uint8 (3, size, size), the pixels Pillow's path
-    gives; None when it refuses the data (strict: also a recoverable error such as a cut scan)."""
+    gives; None when it refuses the data (strict: also a recoverable error such as a cut scan) or fails."""
     from PIL import Image
 
     try:
         rgb = _simplejpeg().decode_jpeg(data, colorspace="RGB")
-    except ValueError:
+    except Exception:  # ValueError for what libjpeg-turbo refuses; whatever else it raises, Pillow's path answers
         return None
     if rgb.shape[:2] != (size, size):
         rgb = np.asarray(Image.fromarray(rgb).resize((size, size), Image.Resampling.BILINEAR))
