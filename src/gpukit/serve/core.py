@@ -21,7 +21,7 @@ import numpy as np
 
 from gpukit.serve.batcher import GONE, Outcome, QueueFull
 from gpukit.serve.config import BATCH_DECODERS, ServeConfig
-from gpukit.serve.decode import batch_decodable, decode_plain, finish, inline_decodable, plain_bytes, probe
+from gpukit.serve.decode import batch_decodable, finish, inline_decodable, probe
 from gpukit.serve.metrics import Metrics
 from gpukit.serve.model import ModelInfo, label_of
 from gpukit.serve.request import ClientGone, RequestRejected
@@ -300,35 +300,26 @@ class _DecodeJob:
         return [self.decode(d) for d in datas]
 
     def decode(self, data: bytes) -> np.ndarray:
-        """On a pool thread (or the loop, ``inline_decodable``): header, budgets, pixels. simplejpeg decodes a plain
-        JPEG that Pillow would decode at full size (``decode.plain_bytes``: the same pixels), Pillow the rest."""
+        """On a pool thread (or the loop, ``inline_decodable``): header, budgets, pixels (a plain JPEG through
+        simplejpeg, with Pillow's pixels: ``decode.probe``)."""
         if self.stopped or time.monotonic() > self.deadline:
             raise RequestRejected(504, "timeout", "the request ended before this image was decoded")
-        limit = self.core.config.max_pixels
-        p, nbytes = None, plain_bytes(data, self.size, limit)
-        if nbytes is None:
-            p = probe(data, self.size, limit)
-            nbytes = p.decoded_bytes
+        p = probe(data, self.size, self.core.config.max_pixels)
         with self._lock:
-            self.request_bytes += nbytes
+            self.request_bytes += p.decoded_bytes
             over = self.request_bytes > self.request_limit
-        if over or not self.core.budget.take(nbytes):
-            if p is not None:
-                p.image.close()
-            if over:
-                raise RequestRejected(
-                    413,
-                    "too_many_pixels",
-                    f"the images of this request decode to over {self.request_limit / 2**20:.0f} MiB (the "
-                    f"per-request budget, half of --decode-memory-mb)",
-                )
+        if over:
+            p.close()
+            raise RequestRejected(
+                413,
+                "too_many_pixels",
+                f"the images of this request decode to over {self.request_limit / 2**20:.0f} MiB (the per-request "
+                f"budget, half of --decode-memory-mb)",
+            )
+        if not self.core.budget.take(p.decoded_bytes):
+            p.close()
             raise RequestRejected(503, "decode_busy", "the server's decode memory budget is in use; retry shortly")
         try:
-            if p is None:
-                image = decode_plain(data, self.size)
-                if image is not None:
-                    return image
-                p = probe(data, self.size, limit)  # simplejpeg refused it: Pillow's path names the problem
             return finish(p, data, self.size)
         finally:
-            self.core.budget.give(nbytes)
+            self.core.budget.give(p.decoded_bytes)

@@ -81,8 +81,13 @@ class Probe:
     """An image whose header was read and checked: the open (not yet decoded) image and what decoding it costs."""
 
     fmt: str
-    image: Any  # PIL.Image.Image, pixels not decoded yet
+    image: Any  # PIL.Image.Image, pixels not decoded yet; None: a plain JPEG for simplejpeg (``plain_bytes``)
     decoded_bytes: int  # width × height × (bands, plus 3 for the RGB copy of a non-RGB image), after draft
+
+    def close(self) -> None:
+        """Give back the open image (an image refused before decoding)."""
+        if self.image is not None:
+            self.image.close()
 
 
 def _open_checked(data: bytes, max_pixels: int) -> tuple[str, Any]:
@@ -143,9 +148,13 @@ def jpeg_min_bytes(width: int, height: int, layers: Any) -> int:
     return blocks // 8
 
 
-def probe(data: bytes, size: int, max_pixels: int) -> Probe:
+def probe(data: bytes, size: int, max_pixels: int, plain: bool = True) -> Probe:
     """Header only: sniffed, checked against ``max_pixels``, JPEG draft mode set (decoders downscale by 1/2..1/8
-    first, as ``gpukit.train.data.decode_image`` does), and the bytes decoding will allocate."""
+    first, as ``gpukit.train.data.decode_image`` does), and the bytes decoding will allocate. A plain JPEG that
+    simplejpeg may decode (``plain_bytes``; ``plain=False``: never) is not opened by Pillow at all."""
+    nbytes = plain_bytes(data, size, max_pixels) if plain else None
+    if nbytes is not None:
+        return Probe("JPEG", None, nbytes)
     fmt, im = _open_checked(data, max_pixels)
     im.draft("RGB", (size, size))
     width, height = im.size
@@ -154,9 +163,15 @@ def probe(data: bytes, size: int, max_pixels: int) -> Probe:
 
 
 def finish(p: Probe, data: bytes, size: int) -> np.ndarray:
-    """Decode a probed image → uint8 (3, size, size) RGB; a truncated one is refused (400 corrupt)."""
+    """Decode a probed image → uint8 (3, size, size) RGB; a truncated one is refused (400 corrupt). A plain JPEG goes
+    to simplejpeg; what it refuses is opened by Pillow after all, which names the problem (its header was checked)."""
     from PIL import Image
 
+    if p.image is None:
+        image = decode_plain(data, size)
+        if image is not None:
+            return image
+        p = probe(data, size, 1 << 62, plain=False)  # the pixel limit held already: plain_bytes checked it
     with p.image as im:
         try:
             rgb = im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
@@ -245,10 +260,6 @@ def _frame(s: bytes) -> tuple[tuple[int, int], list[tuple[int, int, int, int]]] 
 
 def decode_bytes(data: bytes, size: int, max_pixels: int) -> np.ndarray:
     """Bytes → uint8 (3, size, size) RGB, exactly as ``gpukit.train.data.decode_image`` does for a file."""
-    if plain_bytes(data, size, max_pixels) is not None:
-        image = decode_plain(data, size)
-        if image is not None:
-            return image
     return finish(probe(data, size, max_pixels), data, size)
 
 
@@ -338,7 +349,7 @@ def warm_decoder(size: int) -> None:
         Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(buf, fmt)
         decode_bytes(buf.getvalue(), size, 64 * 64)
         if fmt == "JPEG":
-            finish(probe(buf.getvalue(), size, 64 * 64), buf.getvalue(), size)  # Pillow's JPEG path too
+            finish(probe(buf.getvalue(), size, 64 * 64, plain=False), buf.getvalue(), size)  # Pillow's JPEG path too
 
 
 def nvimgcodec_unavailable() -> str | None:
