@@ -21,7 +21,7 @@ import numpy as np
 
 from gpukit.serve.batcher import GONE, Outcome, QueueFull
 from gpukit.serve.config import BATCH_DECODERS, ServeConfig
-from gpukit.serve.decode import batch_decodable, finish, inline_decodable, probe
+from gpukit.serve.decode import Frame, batch_decodable, finish, inline_frame, probe
 from gpukit.serve.metrics import Metrics
 from gpukit.serve.model import ModelInfo, label_of
 from gpukit.serve.request import ClientGone, RequestRejected
@@ -135,7 +135,7 @@ class Core:
         """A request admitted: it holds a place until ``leave``."""
         self.admitted += 1
         self.in_flight += 1
-        self.metrics.in_flight.inc()
+        self.metrics.set_in_flight(self.in_flight)
 
     def leave(self, status: int) -> None:
         """An admitted request's end: answered with ``status``, or 499 when its client went away first."""
@@ -143,14 +143,14 @@ class Core:
         self.cancelled += status == 499
         self.answered_ok += status == 200
         self.in_flight -= 1
-        self.metrics.in_flight.dec()
+        self.metrics.set_in_flight(self.in_flight)
 
     async def decode_all(self, files: list[bytes], deadline: float) -> list[np.ndarray | bytes]:
         """Every image of a request, decoded within the request's deadline and decode budgets.
 
         A decoder of the model process (``--decode nvjpeg``, ``nvimgcodec``): a JPEG it can decode goes there as
         bytes after a header check on the loop (tens of µs). The one image of a request that is a small sequential
-        JPEG (``decode.inline_decodable``: at most 128×128 pixels and 64 KiB, for a model input of at most 256 px;
+        JPEG (``decode.inline_frame``: at most 128×128 pixels and 64 KiB, for a model input of at most 256 px;
         about 0.1 ms to decode) is decoded on the loop itself, under the same budgets. Everything else runs on the
         pool (the event loop never waits on a costly image), bounded three ways: at most ``DECODE_QUEUE`` images
         waiting (else 503), the decoded bytes of one request at most half of ``--decode-memory-mb`` (else 413), all
@@ -162,8 +162,8 @@ class Core:
         for i, data in enumerate(files):
             if self.config.decode in BATCH_DECODERS and batch_decodable(data, self.config.max_pixels):
                 out[i] = data
-            elif len(files) == 1 and inline_decodable(data, self.info.image_size, self.config.max_pixels):
-                out[i] = _DecodeJob(self, deadline).decode(data)  # on the loop: cheaper than the hop to a thread
+            elif len(files) == 1 and (frame := inline_frame(data, self.info.image_size, self.config.max_pixels)):
+                out[i] = _DecodeJob(self, deadline).decode(data, frame)  # on the loop: cheaper than a thread hop
             else:
                 todo.append(i)
         if todo:
@@ -299,12 +299,12 @@ class _DecodeJob:
     def decode_slice(self, datas: list[bytes]) -> list[np.ndarray]:
         return [self.decode(d) for d in datas]
 
-    def decode(self, data: bytes) -> np.ndarray:
-        """On a pool thread (or the loop, ``inline_decodable``): header, budgets, pixels (a plain JPEG through
-        simplejpeg, with Pillow's pixels: ``decode.probe``)."""
+    def decode(self, data: bytes, frame: Frame | None = None) -> np.ndarray:
+        """On a pool thread (or the loop, ``inline_frame``, whose ``frame`` is not read twice): header, budgets,
+        pixels (a plain JPEG through simplejpeg, with Pillow's pixels: ``decode.probe``)."""
         if self.stopped or time.monotonic() > self.deadline:
             raise RequestRejected(504, "timeout", "the request ended before this image was decoded")
-        p = probe(data, self.size, self.core.config.max_pixels)
+        p = probe(data, self.size, self.core.config.max_pixels, frame=frame)
         with self._lock:
             self.request_bytes += p.decoded_bytes
             over = self.request_bytes > self.request_limit

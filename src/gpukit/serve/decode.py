@@ -19,7 +19,7 @@ import io
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,12 +27,14 @@ from gpukit.serve.request import RequestRejected
 
 __all__ = [
     "ALLOWED_FORMATS",
+    "Frame",
     "Probe",
     "batch_decodable",
     "decode_bytes",
     "decode_plain",
     "finish",
     "inline_decodable",
+    "inline_frame",
     "nvimgcodec_unavailable",
     "plain_bytes",
     "probe",
@@ -148,11 +150,12 @@ def jpeg_min_bytes(width: int, height: int, layers: Any) -> int:
     return blocks // 8
 
 
-def probe(data: bytes, size: int, max_pixels: int, plain: bool = True) -> Probe:
+def probe(data: bytes, size: int, max_pixels: int, plain: bool = True, frame: Frame | None = None) -> Probe:
     """Header only: sniffed, checked against ``max_pixels``, JPEG draft mode set (decoders downscale by 1/2..1/8
     first, as ``gpukit.train.data.decode_image`` does), and the bytes decoding will allocate. A plain JPEG that
-    simplejpeg may decode (``plain_bytes``; ``plain=False``: never) is not opened by Pillow at all."""
-    nbytes = plain_bytes(data, size, max_pixels) if plain else None
+    simplejpeg may decode (``plain_bytes``; ``plain=False``: never) is not opened by Pillow at all. ``frame``: its
+    markers as ``inline_frame`` read them already."""
+    nbytes = plain_bytes(data, size, max_pixels, frame) if plain else None
     if nbytes is not None:
         return Probe("JPEG", None, nbytes)
     fmt, im = _open_checked(data, max_pixels)
@@ -191,8 +194,7 @@ def batch_decodable(data: bytes, max_pixels: int) -> bool:
     goes through Pillow's header parser (about 18 µs), whose answer is the rule."""
     frame = _jpeg_frame(data) if data[:3] == b"\xff\xd8\xff" else None
     if frame is not None:
-        size, layers = frame
-        _check_frame("JPEG", size, len(data), layers, max_pixels)
+        _check_frame("JPEG", frame.size, len(data), frame.layers, max_pixels)
         return data.rstrip(b"\0")[-2:] == b"\xff\xd9"
     fmt, im = _open_checked(data, max_pixels)
     with im:
@@ -206,10 +208,17 @@ def inline_decodable(data: bytes, size: int, max_pixels: int) -> bool:
     millisecond and is bounded by those sizes (a progressive JPEG's cost grows with its number of scans); the hand-off
     to a thread and back costs more than that under load. Anything else, and any image over ``max_pixels`` (refused
     there with 413), takes the threads."""
+    return inline_frame(data, size, max_pixels) is not None
+
+
+def inline_frame(data: bytes, size: int, max_pixels: int) -> Frame | None:
+    """``inline_decodable``'s answer as the frame it read (None: not on the loop), for ``probe`` to use again."""
     if len(data) > INLINE_BYTES or size > INLINE_SIDE or data[:3] != b"\xff\xd8\xff":
-        return False
-    frame = _jpeg_frame(data, sequential=True)
-    return frame is not None and frame[0][0] * frame[0][1] <= min(INLINE_PIXELS, max_pixels)
+        return None
+    frame = _jpeg_frame(data)
+    if frame is None or frame.progressive or frame.size[0] * frame.size[1] > min(INLINE_PIXELS, max_pixels):
+        return None
+    return frame
 
 
 INLINE_PIXELS = 128 * 128
@@ -219,12 +228,18 @@ _SOF_PLAIN = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended, progressive Hu
 _STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})
 
 
-def _jpeg_frame(
-    data: bytes, sequential: bool = False
-) -> tuple[tuple[int, int], list[tuple[int, int, int, int]]] | None:
-    """((width, height), Pillow's ``layer`` tuples) of a plain 8-bit RGB/grayscale JPEG, read from its markers up to
+class Frame(NamedTuple):
+    """A plain JPEG's frame header, read from its markers (``_jpeg_frame``)."""
+
+    size: tuple[int, int]  # (width, height)
+    layers: list[tuple[int, int, int, int]]  # Pillow's ``JpegImageFile.layer``: (id, h sampling, v sampling, table)
+    progressive: bool
+
+
+def _jpeg_frame(data: bytes) -> Frame | None:
+    """The frame of a plain 8-bit RGB/grayscale JPEG (baseline, extended or progressive), read from its markers up to
     the first scan; None for anything else (fill bytes, other frame types, two frames, a cut segment, 4 components),
-    which then takes Pillow's parser. ``sequential``: a progressive JPEG is None too."""
+    which then takes Pillow's parser."""
     pos, end, frame = 2, len(data), None
     while pos + 4 <= end:
         if data[pos] != 0xFF:
@@ -239,9 +254,9 @@ def _jpeg_frame(
         if marker == 0xDA:  # start of scan: the header is complete
             return frame
         if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a frame header
-            if frame is not None or marker not in _SOF_PLAIN or (sequential and marker == 0xC2):
+            if frame is not None or marker not in _SOF_PLAIN:
                 return None
-            frame = _frame(data[pos + 4 : pos + 2 + length])
+            frame = _frame(data[pos + 4 : pos + 2 + length], marker == 0xC2)
             if frame is None:
                 return None
         elif marker in (0x00, 0xFF, 0xD8, 0xD9):
@@ -250,12 +265,12 @@ def _jpeg_frame(
     return None
 
 
-def _frame(s: bytes) -> tuple[tuple[int, int], list[tuple[int, int, int, int]]] | None:
+def _frame(s: bytes, progressive: bool) -> Frame | None:
     if len(s) < 6 or s[0] != 8 or s[5] not in (1, 3) or len(s) < 6 + 3 * s[5]:
         return None
     height, width = (s[1] << 8) | s[2], (s[3] << 8) | s[4]
     layers = [(s[i], s[i + 1] // 16, s[i + 1] & 15, s[i + 2]) for i in range(6, 6 + 3 * s[5], 3)]
-    return (width, height), layers
+    return Frame((width, height), layers, progressive)
 
 
 def decode_bytes(data: bytes, size: int, max_pixels: int) -> np.ndarray:
@@ -278,16 +293,17 @@ def _simplejpeg() -> Any:
     return _SIMPLEJPEG
 
 
-def plain_bytes(data: bytes, size: int, max_pixels: int) -> int | None:
+def plain_bytes(data: bytes, size: int, max_pixels: int, frame: Frame | None = None) -> int | None:
     """The bytes decoding takes (as ``Probe.decoded_bytes``) when ``decode_plain`` may decode this image: a plain
-    8-bit RGB or grayscale JPEG (``_jpeg_frame``) that Pillow would decode at full size, since its draft mode scales
-    only from twice ``size`` on. None: Pillow's path (``probe``). A header that fails a check raises as ``probe``."""
+    8-bit RGB or grayscale JPEG (``_jpeg_frame``; ``frame``: read already) that Pillow would decode at full size,
+    since its draft mode scales only from twice ``size`` on. None: Pillow's path (``probe``). A header that fails a
+    check raises as ``probe``."""
     if data[:3] != b"\xff\xd8\xff" or not _simplejpeg():
         return None
-    frame = _jpeg_frame(data)
+    frame = frame or _jpeg_frame(data)
     if frame is None:
         return None
-    (width, height), layers = frame
+    (width, height), layers, _ = frame
     _check_frame("JPEG", (width, height), len(data), layers, max_pixels)
     if min(width // size, height // size) >= 2:
         return None

@@ -217,10 +217,11 @@ def test_the_plain_jpeg_header_reader_agrees_with_pillow(data):
     from gpukit.serve import decode
 
     with Image.open(io.BytesIO(data)) as im:
-        pil = (im.size, list(im.layer), im.mode)
+        pil = (im.size, list(im.layer), im.mode, im.info.get("progressive"))
     frame = decode._jpeg_frame(data)
     if frame is not None:  # what it reads is what Pillow reads; what it does not know goes to Pillow
         assert (frame[0], frame[1]) == (pil[0], pil[1]) and pil[2] in ("RGB", "L")
+        assert frame.progressive == bool(pil[3])
     else:
         assert pil[2] == "CMYK"
     for limit in (10**8, 1000):  # the same answer, or the same refusal, as Pillow's path

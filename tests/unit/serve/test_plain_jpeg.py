@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from PIL import Image
+from PIL import Image, ImageFile
 
 from gpukit.serve import decode
 from gpukit.serve.decode import decode_bytes, decode_plain, finish, plain_bytes, probe
@@ -23,7 +23,13 @@ def _jpeg(width: int, height: int, mode: str = "RGB", seed: int = 0, **save: obj
     y, x = np.mgrid[0:height, 0:width]
     px = np.stack([(x * 7 + y * c) % 256 for c in (3, 5, 11)], axis=-1) + rng.integers(0, 40, (height, width, 3))
     buf = io.BytesIO()
-    Image.fromarray(np.clip(px, 0, 255).astype(np.uint8)).convert(mode).save(buf, "JPEG", **save)
+    # Pillow sizes a progressive file's one-shot buffer at 2 bytes a pixel, too few for a noisy 4:4:4 one at quality
+    # 100 ("broken data stream", e.g. 122×202): its floor, ImageFile.MAXBLOCK, is raised while this one is written
+    block, ImageFile.MAXBLOCK = ImageFile.MAXBLOCK, max(ImageFile.MAXBLOCK, 8 * width * height)
+    try:
+        Image.fromarray(np.clip(px, 0, 255).astype(np.uint8)).convert(mode).save(buf, "JPEG", **save)
+    finally:
+        ImageFile.MAXBLOCK = block
     return buf.getvalue()
 
 
