@@ -10,11 +10,12 @@ multipart form, as `gpukit loadtest` sends it) over a fake transport, so the soc
 pipe to the model process is real. CPU is ``time.process_time`` over all requests / requests (this process only).
 
 - ``total``: the whole worker path (HTTP parse, the app, multipart, header check, pipe write and the reply, JSON,
-  metrics, the response) for ``--concurrency`` connections, each sending its next request when answered.
+  metrics, the response) for ``--concurrency`` connections, each sending its next request when answered (the
+  metrics are written once per loop iteration since 2026-12-05: several requests' at once when they end together).
 - ``http``: the same protocol with a bare ASGI app that reads the body and sends a fixed answer (the HTTP floor).
 - the stages, each alone on the same inputs: ``multipart`` (form → file bytes), ``check`` (format and header check
   of the JPEG), ``pipe`` (submit to the model process and the reply delivered, round trip), ``json`` (probabilities →
-  response JSON, Server-Timing, metrics);
+  response JSON, Server-Timing, the metrics observed and written, as if each request ended alone in its iteration);
 - ``app_glue``: total − http − the stages (routing, request object, headers, futures, timers, the response object).
 
 ``--model seed``: the seed CNN's path instead, `--decode pil` with a 64 px JPEG of 3.3 KB. The worker decodes it on
@@ -244,6 +245,7 @@ def stage_costs(core: Any, body: bytes, ctype: str, jpeg: bytes, probs: list[flo
         payload = dumps(core.encode(probs))
         server_timing(stages, 0.001)
         core.metrics.observe("/v1/predict", 200, 0.001, stages)
+        getattr(core.metrics, "flush", lambda: None)()  # written now: one request per loop iteration, the worst case
         assert payload
 
     assert multipart() == [jpeg], "the multipart parser returned other bytes"
@@ -300,6 +302,20 @@ async def pipe_cost(client: Any, jpeg: Any, n: int, concurrency: int) -> float:
     return (time.process_time() - c0) / (n // concurrency * concurrency)
 
 
+def _count_flushes(metrics: Any) -> list[int]:
+    """Counts the metrics' writes (once per loop iteration that answered requests; none before 2026-12-05's code)."""
+    count = [0]
+    flush = getattr(metrics, "flush", None)
+    if flush is not None:
+
+        def counted() -> None:
+            count[0] += 1
+            flush()
+
+        metrics.flush = counted  # _due schedules self.flush: the instance's attribute
+    return count
+
+
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     from gpukit.serve.app import build_app
     from gpukit.serve.config import ServeConfig
@@ -325,6 +341,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         core.submitter = client
         app = build_app(core)
         result: dict[str, Any] = {}
+        flushes = _count_flushes(core.metrics)
         for name, target in (("total", app), ("http", bare_app)):
             samples = []
             for _ in range(args.repeats):
@@ -334,6 +351,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             result[name] = samples
             if name == "total":
                 result["response"] = last.decode("latin-1")
+                answered = args.repeats * (args.requests // args.concurrency + 20) * args.concurrency
+                result["requests_per_metrics_write"] = answered / flushes[0] if flushes[0] else None
         payload = decode_bytes(jpeg, side, 16_777_216) if seed else jpeg  # what the worker sends the model process
         pipe = [await pipe_cost(client, payload, args.requests, args.concurrency) for _ in range(args.repeats)]
         alone = [stage_costs(core, body, ctype, jpeg, probs, args.requests) for _ in range(args.repeats)]
@@ -387,6 +406,7 @@ def main() -> None:
         "model": args.model,
         "jpeg_bytes": len(jpeg_64() if args.model == "seed" else jpeg_224()),
         **summarise(raw),
+        "requests_per_metrics_write": raw.get("requests_per_metrics_write"),
         "raw_s": {k: v for k, v in raw.items() if isinstance(v, list)},
         "response": raw["response"],
     }

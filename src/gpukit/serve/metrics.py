@@ -34,16 +34,17 @@ def server_timing(stages: Mapping[str, float], total_s: float) -> str:
 
 
 class _Tally:
-    """One histogram child's observations since the last flush: a count per bucket and their sum, written as one
-    update per bucket touched (prometheus_client has no bulk ``observe``, so this writes the child's ``_sum`` and
-    ``_buckets``; ``bulk`` checks they are there and ``Metrics`` observes one by one where they are not)."""
+    """One histogram child's observations since the last flush: a count per bucket touched and their sum, written as
+    one update each (prometheus_client has no bulk ``observe``, so this writes the child's ``_sum`` and ``_buckets``;
+    ``bulk`` checks they are there and ``Metrics`` observes one by one where they are not). A tally that gathers its
+    first value puts itself on ``dirty``, so a flush visits only those."""
 
-    __slots__ = ("bounds", "child", "counts", "total")
+    __slots__ = ("bounds", "child", "counts", "dirty", "total")
 
-    def __init__(self, child: Any) -> None:
-        self.child = child
+    def __init__(self, child: Any, dirty: list[_Tally]) -> None:
+        self.child, self.dirty = child, dirty
         self.bounds: list[float] = child._upper_bounds  # ascending, the last +Inf; a value goes to the first ≥ it
-        self.counts = [0] * len(self.bounds)
+        self.counts: dict[int, int] = {}  # bucket index → values since the last write
         self.total = 0.0
 
     @staticmethod
@@ -52,18 +53,19 @@ class _Tally:
         return hasattr(child, "_sum") and isinstance(bounds, list) and len(buckets or ()) == len(bounds)
 
     def add(self, seconds: float) -> None:
-        self.counts[bisect_left(self.bounds, seconds)] += 1
+        counts = self.counts
+        if not counts:
+            self.dirty.append(self)
+        i = bisect_left(self.bounds, seconds)
+        counts[i] = counts.get(i, 0) + 1
         self.total += seconds
 
     def write(self) -> None:
-        counts = self.counts
-        if not any(counts):
-            return
         self.child._sum.inc(self.total)
-        for i, n in enumerate(counts):
-            if n:
-                self.child._buckets[i].inc(n)
-                counts[i] = 0
+        buckets = self.child._buckets
+        for i, n in self.counts.items():
+            buckets[i].inc(n)
+        self.counts.clear()
         self.total = 0.0
 
 
@@ -126,7 +128,8 @@ class Metrics:
         # what the requests since the last flush add (label look-ups cached: they cost more than the update)
         self._counts: dict[tuple[str, int], list[Any]] = {}  # (route, status) → [child, count]
         self._latencies: dict[str, _Tally] = {}
-        self._stages = {name: _Tally(self.stage.labels(name)) for name in STAGES}
+        self._dirty: list[_Tally] = []  # the tallies holding values since the last flush
+        self._stages = {name: _Tally(self.stage.labels(name), self._dirty) for name in STAGES}
         self._in_flight: int | None = None  # the gauge's value to write
         self._flush_due = False
         self.bulk = _Tally.bulk(self._stages["read"].child)
@@ -140,7 +143,7 @@ class Metrics:
         count[1] += 1
         latency = self._latencies.get(route)
         if latency is None:
-            latency = self._latencies[route] = _Tally(self.latency.labels(route))
+            latency = self._latencies[route] = _Tally(self.latency.labels(route), self._dirty)
         if not self.bulk:  # a prometheus_client without the fields _Tally writes: one update each, as it documents
             latency.child.observe(total_s)
             for name, seconds in (stages or {}).items():
@@ -176,10 +179,9 @@ class Metrics:
             if count[1]:
                 count[0].inc(count[1])
                 count[1] = 0
-        for tally in self._latencies.values():
+        for tally in self._dirty:
             tally.write()
-        for tally in self._stages.values():
-            tally.write()
+        self._dirty.clear()
         if self._in_flight is not None:
             self.in_flight.set(self._in_flight)
             self._in_flight = None
