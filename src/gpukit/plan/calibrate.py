@@ -4,15 +4,20 @@ Every part is timed the way the time model uses it (plan/calibration.py lists th
 attention, convolution, copy, decode read, the optimizer per parameter) are timed with CUDA events behind a spin
 kernel (``torch.cuda._sleep``) queued first, so the host's launches are hidden and the events see the device alone.
 Host floors are timed with the host clock after a synchronisation at each phase end, on models so small that the
-GPU waits on the host: per layer = the 3-layer model's time minus the 1-layer model's, halved. Needs torch (and
-transformers for the transformer host floors, torchvision for ResNet-50's); a part whose library is missing is left
-out and the time model falls back for it. Runs on the CPU too (``device="cpu"``: host clock only, tests).
+GPU waits on the host: per layer = the 3-layer model's time minus the 1-layer model's, halved (training), or the
+median of the pairwise slopes between 1, 4 and 8 layers, timed in interleaved rounds (``generate()``: Llama's
+per-layer cost read 0.38-0.82 ms in 16 runs of the two-depth way on one CPU and 0.54-0.67 this way, where one H200
+host's calibration read 0.24 against 0.78-1.06 on two others; benchmarks/plan-host-line_cpu_2026-12-05.md). Needs
+torch (and transformers for the transformer host floors, torchvision for ResNet-50's); a part whose library is
+missing is left out and the time model falls back for it. Runs on the CPU too (``device="cpu"``: host clock only,
+tests).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -36,6 +41,7 @@ TINY = {
               "num_key_value_heads": 2, "intermediate_size": 128, "max_position_embeddings": 64,
               "tie_word_embeddings": True},
 }  # fmt: skip
+DECODE_DEPTHS = (1, 4, 8)  # layers of the tiny models whose generate() gives the host line per layer and token
 MODES = ("fp32", "amp", "bf16")
 CKPTS = ("none", "non-reentrant", "reentrant")
 GRID = {"gemm": GEMMS, "attention": ATTENTION, "conv": CONVS}
@@ -72,15 +78,15 @@ class _Timer:
     def host(self, fn: Callable[[], Any], reps: int = 5, warm: int = 2) -> float:
         """Median host seconds of ``fn`` ending in a synchronisation (the GPU waits on the host at these sizes)."""
         for _ in range(warm):
-            fn()
-            self.sync()
-        samples = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            self.sync()  # the last kernel, before reading the clock
-            samples.append(time.perf_counter() - t0)
-        return statistics.median(samples)
+            self.once(fn)
+        return statistics.median(self.once(fn) for _ in range(reps))
+
+    def once(self, fn: Callable[[], Any]) -> float:
+        """Host seconds of one call of ``fn``, ending in a synchronisation."""
+        t0 = time.perf_counter()
+        fn()
+        self.sync()  # the last kernel, before reading the clock
+        return time.perf_counter() - t0
 
 
 def _dt(torch: Any, name: str) -> Any:
@@ -199,6 +205,14 @@ def _line(t1: float, t3: float) -> tuple[float, float]:
     return (max(0.0, t1 - per), per)
 
 
+def _fit(points: dict[int, float]) -> tuple[float, float]:
+    """(fixed, per layer) seconds through {layers: seconds}: the median of the pairwise slopes and of the
+    intercepts (Theil-Sen; exact on a line, the two-point line for two depths); noise never makes a negative cost."""
+    slopes = [(points[b] - points[a]) / (b - a) for a, b in itertools.combinations(sorted(points), 2)]
+    per = max(0.0, statistics.median(slopes))
+    return max(0.0, statistics.median(t - per * n for n, t in points.items())), per
+
+
 def _tiny(torch: Any, family: str, layers: int, dtype: Any, dev: str, ckpt: str, use_cache: bool) -> Any:
     import transformers
 
@@ -253,19 +267,30 @@ def _train_phases(torch: Any, tm: _Timer, dev: str, family: str, layers: int, mo
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
-def _host_decode(torch: Any, tm: _Timer, dev: str, quick: bool) -> dict[str, dict[str, tuple[float, float]]]:
+def _host_decode(torch: Any, tm: _Timer, dev: str, quick: bool, rounds: int = 5, warm: int = 2
+                 ) -> dict[str, dict[str, tuple[float, float]]]:  # fmt: skip
+    """Per family: generate() of 1 and of 17 tokens after a 16-token prompt on tiny models of ``DECODE_DEPTHS``
+    layers, every depth once a round (a burst of host noise lands on all depths alike, not on one), the median of
+    ``rounds`` per depth; prefill = the 1-token call, a token = the 16 more tokens' share."""
     out: dict[str, dict[str, tuple[float, float]]] = {}
     kw = {"do_sample": False, "use_cache": True, "pad_token_id": 0, "eos_token_id": None}
     for family in ("llama",) if quick else TINY:
-        t: dict[int, tuple[float, float]] = {}
-        for layers in (1, 3):
-            model = _tiny(torch, family, layers, torch.bfloat16, dev, "none", use_cache=True).eval()
-            ids = torch.randint(0, 256, (1, 16), device=dev)
-            with torch.inference_mode():
-                one = tm.host(functools.partial(model.generate, ids, max_new_tokens=1, min_new_tokens=1, **kw), 3)
-                many = tm.host(functools.partial(model.generate, ids, max_new_tokens=17, min_new_tokens=17, **kw), 3)
-            t[layers] = (one, (many - one) / 16)
-        out[family] = {"prefill": _line(t[1][0], t[3][0]), "token": _line(t[1][1], t[3][1])}
+        models = {n: _tiny(torch, family, n, torch.bfloat16, dev, "none", use_cache=True).eval() for n in DECODE_DEPTHS}
+        ids = torch.randint(0, 256, (1, 16), device=dev)
+        one: dict[int, list[float]] = {n: [] for n in models}
+        token: dict[int, list[float]] = {n: [] for n in models}
+        with torch.inference_mode():
+            for r in range(warm + rounds):
+                for n, model in models.items():
+                    t1 = tm.once(functools.partial(model.generate, ids, max_new_tokens=1, min_new_tokens=1, **kw))
+                    t17 = tm.once(functools.partial(model.generate, ids, max_new_tokens=17, min_new_tokens=17, **kw))
+                    if r >= warm:
+                        one[n].append(t1)
+                        token[n].append((t17 - t1) / 16)
+        out[family] = {
+            "prefill": _fit({n: statistics.median(v) for n, v in one.items()}),
+            "token": _fit({n: statistics.median(v) for n, v in token.items()}),
+        }
     return out
 
 

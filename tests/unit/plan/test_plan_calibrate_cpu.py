@@ -22,7 +22,30 @@ def test_line_splits_fixed_and_per_layer() -> None:
     assert calibrate._line(5e-3, 4e-3) == (5e-3, 0.0)  # noise never makes a negative cost
 
 
-def test_gemm_rates_per_dtype() -> None:
+def test_fit_is_exact_on_a_line_and_never_negative() -> None:
+    assert calibrate._fit({1: 3e-3, 4: 9e-3, 8: 17e-3}) == pytest.approx((1e-3, 2e-3))
+    assert calibrate._fit({1: 3e-3, 3: 7e-3}) == pytest.approx(calibrate._line(3e-3, 7e-3))
+    # slopes 2, 18/7 and 3 ms a layer between the pairs: their median; intercepts 3/7, -9/7 and 3/7 ms: theirs
+    assert calibrate._fit({1: 3e-3, 4: 9e-3, 8: 21e-3}) == pytest.approx((3e-3 / 7, 18e-3 / 7))
+    assert calibrate._fit({1: 5e-3, 4: 4e-3, 8: 3e-3}) == (pytest.approx(4e-3), 0.0)  # falling: no per-layer cost
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers not installed")
+def test_decode_host_line_from_interleaved_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every depth is timed once a round, in turn; the line is fitted through the per-depth medians."""
+    order: list[int] = []
+    real_once = TM.once
+
+    def once(fn: Any) -> float:
+        order.append(fn.func.__self__.config.num_hidden_layers)  # generate() bound to the tiny model
+        return real_once(fn)
+
+    monkeypatch.setattr(TM, "once", once)
+    out = calibrate._host_decode(torch, TM, "cpu", quick=True, rounds=2, warm=1)
+    assert order == [n for _ in range(3) for n in calibrate.DECODE_DEPTHS for _call in (1, 17)]
+    (fixed, per), (p_fixed, p_per) = out["llama"]["token"], out["llama"]["prefill"]
+    assert set(out) == {"llama"} and per > 0 and fixed >= 0 and p_per > 0 and p_fixed >= 0
+
     out = calibrate._gemm(torch, TM, "cpu", [(16, 16, 16), (64, 64, 64)])
     assert set(out) == {"bf16", "fp32"}
     for rows in out.values():
