@@ -14,7 +14,7 @@ Each row carries ``predicted_before``: the committed model's prediction (shipped
 measured. benchmarks/scripts/plan_error_table.py fits the time model's few constants on the fit set and writes the
 table with the held-out rows apart (``--no-fit``: the shipped constants). A held-out row is never read by a fit.
 
-Fresh held-out rows alone (NEW_HELD_OUT, 75 s on an H200):
+Fresh held-out rows alone (NEW_HELD_OUT, 75 s on an H200; NEW_HELD_OUT_4, never measured: ``--only-new-4``):
 
     PYTHONPATH=src python3 benchmarks/scripts/plan_error_grid.py --out "$OUT" --skip-calibration --only-new \
         --budget-s 200
@@ -167,7 +167,34 @@ NEW_HELD_OUT_3: list[tuple[str, dict[str, Any], int | None, bool]] = [
     ("qwen2-0.5b", T(task=INFER, batch=16, prompt=128, new_tokens=64), None, True),
     ("llama-2-7b", T(task=INFER, batch=2, prompt=1024, new_tokens=32), None, True),
 ]
-ALL = CONFIGS + NEW_HELD_OUT + NEW_HELD_OUT_2 + NEW_HELD_OUT_3
+# Held out and never measured, chosen and committed on 2026-12-05 with no device at hand, before any of them ran: the
+# clean test of whatever the time model is when they are first measured (that day's change was `plan --calibrate`'s
+# generate() host line), with more generate() rows (5) than the earlier sets (2). ``--only-new-4``.
+NEW_HELD_OUT_4: list[tuple[str, dict[str, Any], int | None, bool]] = [
+    ("seed-cnn", T(task=TRAIN, recipe="bf16", batch=64), None, True),
+    ("resnet50", T(task=TRAIN, recipe="fp32", batch=16), None, True),
+    ("resnet50", T(task=TRAIN, recipe="amp-bf16", batch=128), 160, True),
+    ("gpt2", T(task=TRAIN, recipe="bf16", batch=4, seq=256), None, True),
+    ("gpt2", T(task=TRAIN, recipe="amp-bf16", batch=16, seq=1024, checkpointing=True), None, True),
+    ("gpt2-medium", T(task=TRAIN, recipe="amp-bf16", batch=16, seq=512), None, True),
+    (
+        "gpt2-medium",
+        T(task=TRAIN, recipe="fp32", batch=2, seq=1024, checkpointing=True, checkpoint_variant="reentrant"),
+        None,
+        True,
+    ),
+    ("qwen2-0.5b", T(task=TRAIN, recipe="amp-bf16", batch=32, seq=256), None, True),
+    ("qwen2-0.5b", T(task=TRAIN, recipe="bf16", batch=1, seq=4096), None, True),
+    ("tinyllama-1.1b", T(task=TRAIN, recipe="bf16", batch=8, seq=512, checkpointing=True), None, True),
+    ("tinyllama-1.1b", T(task=TRAIN, recipe="amp-bf16", batch=1, seq=2048), None, True),
+    ("llama-2-7b", T(task=TRAIN, recipe="bf16", batch=4, seq=1024, checkpointing=True), None, True),
+    ("gpt2", T(task=INFER, batch=1, prompt=512, new_tokens=64), None, True),
+    ("gpt2-medium", T(task=INFER, batch=16, prompt=256, new_tokens=32), None, True),
+    ("qwen2-0.5b", T(task=INFER, batch=1, prompt=2048, new_tokens=32), None, True),
+    ("tinyllama-1.1b", T(task=INFER, batch=8, prompt=2048, new_tokens=32), None, True),
+    ("llama-2-7b", T(task=INFER, batch=4, prompt=512, new_tokens=64), None, True),
+]
+ALL = CONFIGS + NEW_HELD_OUT + NEW_HELD_OUT_2 + NEW_HELD_OUT_3 + NEW_HELD_OUT_4
 
 
 def label(name: str, kw: dict[str, Any], image: int | None) -> str:
@@ -269,6 +296,8 @@ def main() -> int:
                     "2026-12-04: the fresh test of that day's model)")  # fmt: skip
     ap.add_argument("--only-new-3", action="store_true", help="measure NEW_HELD_OUT_3 alone (the clean test of the "
                     "2026-12-04 model)")  # fmt: skip
+    ap.add_argument("--only-new-4", action="store_true", help="measure NEW_HELD_OUT_4 alone (chosen 2026-12-05, "
+                    "never measured before)")  # fmt: skip
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -292,13 +321,16 @@ def main() -> int:
             say("FAILED\n" + traceback.format_exc())
     first_2 = len(CONFIGS) + len(NEW_HELD_OUT)
     first_3 = first_2 + len(NEW_HELD_OUT_2)
+    first_4 = first_3 + len(NEW_HELD_OUT_3)
     todo = list(range(args.first, first_2))
     if args.only_new:
         todo = list(range(len(CONFIGS), first_2))
     elif args.only_new_2:
         todo = list(range(first_2, first_3))
     elif args.only_new_3:
-        todo = list(range(first_3, len(ALL)))
+        todo = list(range(first_3, first_4))
+    elif args.only_new_4:
+        todo = list(range(first_4, len(ALL)))
     for n, i in enumerate(todo):
         if time.perf_counter() - t0 > args.budget_s:
             print(f"budget of {args.budget_s:.0f} s spent: {len(todo) - n} configurations not started", flush=True)
