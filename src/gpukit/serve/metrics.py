@@ -43,7 +43,8 @@ class _Tally:
 
     def __init__(self, child: Any, dirty: list[_Tally]) -> None:
         self.child, self.dirty = child, dirty
-        self.bounds: list[float] = child._upper_bounds  # ascending, the last +Inf; a value goes to the first ≥ it
+        # ascending, the last +Inf; a value goes to the first ≥ it (none without the field: ``bulk`` is then False)
+        self.bounds: list[float] = getattr(child, "_upper_bounds", [])
         self.counts: dict[int, int] = {}  # bucket index → values since the last write
         self.total = 0.0
 
@@ -131,7 +132,7 @@ class Metrics:
         self._dirty: list[_Tally] = []  # the tallies holding values since the last flush
         self._stages = {name: _Tally(self.stage.labels(name), self._dirty) for name in STAGES}
         self._in_flight: int | None = None  # the gauge's value to write
-        self._flush_due = False
+        self._due_on: asyncio.AbstractEventLoop | None = None  # the loop a flush is queued on
         self.bulk = _Tally.bulk(self._stages["read"].child)
 
     def observe(self, route: str, status: int, total_s: float, stages: Mapping[str, float] | None = None) -> None:
@@ -162,19 +163,18 @@ class Metrics:
     def _due(self) -> None:
         """A flush at the end of this loop iteration (every request answered in it, in one write each); outside an
         event loop, now."""
-        if self._flush_due:
-            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             self.flush()
             return
-        self._flush_due = True
-        loop.call_soon(self.flush)
+        if self._due_on is not loop:  # none queued, or on a loop that has ended since (a test's asyncio.run)
+            self._due_on = loop
+            loop.call_soon(self.flush)
 
     def flush(self) -> None:
         """Write what was gathered to prometheus_client (its multiprocess files, where several processes serve)."""
-        self._flush_due = False
+        self._due_on = None
         for count in self._counts.values():
             if count[1]:
                 count[0].inc(count[1])

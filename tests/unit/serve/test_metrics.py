@@ -100,5 +100,24 @@ def test_a_scrape_in_the_same_iteration_reads_what_was_observed_before_it() -> N
 def test_the_bulk_check_refuses_a_histogram_without_the_fields() -> None:
     metrics = Metrics()
     assert _Tally.bulk(metrics.stage.labels("read"))
-    assert not _Tally.bulk(object())
+    assert not _Tally.bulk(object()) and _Tally(object(), []).bounds == []  # built all the same, never added to
     assert not _Tally.bulk(metrics.requests.labels("/x", "200"))  # a counter has no buckets
+
+
+def test_a_loop_that_ends_with_a_flush_queued_does_not_stop_later_ones() -> None:
+    metrics = Metrics()
+
+    async def observe() -> None:
+        metrics.observe("/v1/predict", 200, 0.003)
+
+    def observe_and_stop() -> None:
+        metrics.observe("/v1/predict", 200, 0.003)
+        loop.stop()  # this iteration is the last: the flush queued for the next one never runs
+
+    loop = asyncio.new_event_loop()
+    loop.call_soon(observe_and_stop)
+    loop.run_forever()
+    loop.close()
+    assert _samples(metrics)[("gpukit_requests_total", (("route", "/v1/predict"), ("status", "200")))] == 0
+    asyncio.run(observe())  # a new loop: queued there, and run
+    assert _samples(metrics)[("gpukit_requests_total", (("route", "/v1/predict"), ("status", "200")))] == 2
