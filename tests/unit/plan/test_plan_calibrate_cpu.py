@@ -46,6 +46,8 @@ def test_decode_host_line_from_interleaved_rounds(monkeypatch: pytest.MonkeyPatc
     (fixed, per), (p_fixed, p_per) = out["llama"]["token"], out["llama"]["prefill"]
     assert set(out) == {"llama"} and per > 0 and fixed >= 0 and p_per > 0 and p_fixed >= 0
 
+
+def test_gemm_rates_per_dtype() -> None:
     out = calibrate._gemm(torch, TM, "cpu", [(16, 16, 16), (64, 64, 64)])
     assert set(out) == {"bf16", "fp32"}
     for rows in out.values():
