@@ -39,19 +39,11 @@ KW = {"do_sample": False, "use_cache": True, "pad_token_id": 0, "eos_token_id": 
 
 
 def tiny_model(torch: Any, family: str, layers: int, dev: str) -> Any:
-    import transformers
+    from gpukit.plan.calibrate import _tiny
 
-    from gpukit.plan.calibrate import TINY
-
-    cfg: dict[str, Any] = dict(TINY[family])
-    kind = str(cfg.pop("model_type"))
-    cfg["n_layer" if kind == "gpt2" else "num_hidden_layers"] = layers
-    cfg["n_positions" if kind == "gpt2" else "max_position_embeddings"] = 1024
-    config = transformers.AutoConfig.for_model(kind, **cfg)
-    with torch.device(dev):
-        # bf16 as the table's rows on CUDA; fp32 on a CPU, where bf16 without native support adds conversion work
-        dtype = torch.bfloat16 if dev == "cuda" else torch.float32
-        return transformers.AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
+    # bf16 as the table's rows on CUDA; fp32 on a CPU, where bf16 without native support adds conversion work
+    dtype = torch.bfloat16 if dev == "cuda" else torch.float32
+    return _tiny(torch, family, layers, dtype, dev, "none", use_cache=True, positions=1024)
 
 
 def real_model(torch: Any, preset: str, dev: str) -> Any:

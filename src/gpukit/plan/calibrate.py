@@ -213,12 +213,16 @@ def _fit(points: dict[int, float]) -> tuple[float, float]:
     return max(0.0, statistics.median(t - per * n for n, t in points.items())), per
 
 
-def _tiny(torch: Any, family: str, layers: int, dtype: Any, dev: str, ckpt: str, use_cache: bool) -> Any:
+def _tiny(torch: Any, family: str, layers: int, dtype: Any, dev: str, ckpt: str, use_cache: bool,
+          positions: int | None = None) -> Any:  # fmt: skip
+    """A ``TINY[family]`` model of ``layers`` layers; ``positions``: a longer context than TINY's 64."""
     import transformers
 
     cfg: dict[str, Any] = dict(TINY[family])
     kind = str(cfg.pop("model_type"))
     cfg["n_layer" if kind == "gpt2" else "num_hidden_layers"] = layers
+    if positions is not None:
+        cfg["n_positions" if kind == "gpt2" else "max_position_embeddings"] = positions
     config = transformers.AutoConfig.for_model(kind, **cfg)
     config.use_cache = use_cache
     with torch.device(dev):
