@@ -79,6 +79,26 @@ def test_nvimgcodec_pixels_are_pillows_on_the_cpu_backend() -> None:
 
 
 @needs_nvimgcodec
+def test_the_decode_extra_brings_the_nvjpeg_library_nvimgcodec_loads() -> None:
+    """``gpukit[decode]`` installs nvImageCodec with its ``nvjpeg`` extra: without libnvjpeg (no CUDA toolkit,
+    no ``nvidia-nvjpeg`` wheel) nvImageCodec registers none of its GPU JPEG decoders and says so only on stderr,
+    so ``--decode nvimgcodec`` would decode every JPEG on its CPU backend. Its extension loads libnvjpeg when a
+    decoder is made, also a CPU-only one (the check needs no GPU)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from nvidia import nvimgcodec as nv\n"
+        "nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY, backends=[nv.Backend(nv.CPU_ONLY)])"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = proc.stdout + proc.stderr
+    assert "Failed to load nvjpeg library" not in said, said[-2000:]
+    assert "[nvjpeg-ext]" not in said, said[-2000:]
+
+
+@needs_nvimgcodec
 @pytest.mark.parametrize("kind", ["nvimgcodec", "nvjpeg"])
 def test_batch_decoders_answer_as_pil_on_200_images(runner, kind: str) -> None:
     """Labels and probabilities of 200 JPEGs decoded per batch in the model process against Pillow in the HTTP
