@@ -7,12 +7,11 @@
 # wrk: the Debian packages wrk, libluajit-5.1-2 and libluajit-5.1-common as .deb files in .deb/ (unpacked there).
 set -u
 cd "$(dirname "$0")/../.."
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl || exit 1
+R=/tmp/r
+source benchmarks/scripts/device_site.sh $R/host.txt || exit 1
 for f in .deb/*.deb; do dpkg -x "$f" .deb; done
-export PYTHONPATH=/tmp/site:$PWD/src PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$PWD/.deb/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$PWD/.deb/usr/lib/x86_64-linux-gnu
 .deb/usr/bin/wrk --version 2>&1 | head -1
-R=/tmp/r; mkdir -p $R
-{ date; nvidia-smi --query-gpu=name,serial,driver_version --format=csv; nproc; } > $R/host.txt
 PARTS=${PARTS:-resnet restart seed workers}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 save() { (cd /tmp && tar -czf "$OUT/r.tgz" r); }  # after each part: a call cut short still brings back the rest

@@ -6,10 +6,8 @@
 #   WHEELS=.whl OUT=$OUT bash benchmarks/scripts/serve_knobs2_h200_2026-12-05.sh
 set -u
 cd "$(dirname "$0")/../.."
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/src PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
-R=/tmp/k; mkdir -p $R
-{ date; nvidia-smi --query-gpu=name,serial,driver_version --format=csv; nproc; } > $R/host.txt
+R=/tmp/k
+source benchmarks/scripts/device_site.sh $R/host.txt || exit 1
 P="python3 benchmarks/scripts/serve_profile.py --duration 8 --window 3 --no-spy --keep-work"
 save() { (cd /tmp && tar -czf "$OUT/k.tgz" k); }
 one() { local out=$1; shift; echo "== $out $(date +%T)"; timeout 240 $P --out $R/$out "$@" 2>&1 | tail -1; save; }

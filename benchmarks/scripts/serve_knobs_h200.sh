@@ -9,10 +9,7 @@
 # (each run NAME:KNOBS, "base" for none)
 set -u
 cd "$(dirname "$0")/../.."
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/src PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
-mkdir -p /tmp/o
-{ date; nvidia-smi --query-gpu=name,serial,driver_version --format=csv; nproc; } > /tmp/o/host.txt
+source benchmarks/scripts/device_site.sh /tmp/o/host.txt || exit 1
 export GPUKIT_SERVE_ENGINE=${ENGINE:-compile} SERVE_READY_S=300
 i=0
 for run in $RUNS; do

@@ -94,14 +94,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     batcher = Batcher(runner, args.max_batch, args.max_wait_ms / 1e3, 4096)
     batcher.start()
     results = ctx.Queue()
-    procs, threads = [], []
+    procs = []
     for _ in range(args.workers):
         ours, theirs = ctx.Pipe(duplex=True)
         p = ctx.Process(target=worker_main, args=(theirs, args.outstanding, args.side, args.seconds, results))
         p.start()
         theirs.close()
         procs.append(p)
-        threads.append(serve_pipe(ours, batcher, (3, args.side, args.side)))
+        serve_pipe(ours, batcher, (3, args.side, args.side))  # its thread reads this worker's requests
     time.sleep(args.seconds * 0.25)  # warm: the clients started, the queues steady
     images0, c0, t0 = batcher.stats.images, time.process_time(), time.monotonic()
     time.sleep(args.seconds * 0.5)

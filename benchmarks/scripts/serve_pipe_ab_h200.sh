@@ -6,10 +6,8 @@
 # WHEELS: the serving wheels the GPU machine lacks (docs/serve.md lists them); installed into /tmp/site.
 set -u
 cd "$(dirname "$0")/../.."
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/src PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
-R=/tmp/r; mkdir -p $R
-{ date; nvidia-smi --query-gpu=name,serial,driver_version --format=csv; nproc; } > $R/host.txt
+R=/tmp/r
+source benchmarks/scripts/device_site.sh $R/host.txt || exit 1
 run() { # name config old|new
   local a=(--out "$R/$1" --only "$2" --duration 8 --window 3 --no-spy)
   [ "$3" = old ] && a+=(--src "$BEFORE_SRC")
