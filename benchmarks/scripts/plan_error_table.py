@@ -29,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import plan_error_grid
 
-from gpukit.hardware.specs import get_spec
+from gpukit.hardware.specs import GpuSpec, get_spec, match_spec
 from gpukit.plan.calibration import Calibration, load_calibration
 from gpukit.plan.compute import estimate_time
 from gpukit.plan.memory import PlanSettings, estimate_memory
@@ -50,11 +50,14 @@ def load_rows(run: Path) -> list[dict[str, Any]]:
     return [r for r in rows if "measured" in r]
 
 
+SPEC: GpuSpec = get_spec("h200-sxm")  # main() sets the run's own GPU from meta.json
+
+
 def predict(row: dict[str, Any], cal: Calibration, prof: TimingProfile) -> dict[str, Any]:
     model = model_for(row["model"], row.get("image_size"))
     s = PlanSettings(**row["settings"])
     mem = estimate_memory(model, s)
-    est = estimate_time(model, s, mem, get_spec("h200-sxm"), timing=prof, calibration=cal)
+    est = estimate_time(model, s, mem, SPEC, timing=prof, calibration=cal)
     m = row["measured"]
     out: dict[str, Any] = {"pred_alloc": mem.peak_allocated_bytes, "meas_alloc": m["peak_allocated_bytes"]}
     out["mem_err"] = mem.peak_allocated_bytes / m["peak_allocated_bytes"] - 1
@@ -215,12 +218,14 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--no-fit", action="store_true", help="predict with the shipped TimingProfile as it is")
     args = ap.parse_args()
+    global SPEC
+    meta = json.loads((args.run / "meta.json").read_text()) if (args.run / "meta.json").is_file() else {}
+    SPEC = match_spec(meta.get("device", "")) or SPEC
     cal = load_calibration(args.run / "calibration.json")
     rows = load_rows(args.run)
     prof = TIMING if args.no_fit else fit(rows, cal)
     preds = [predict(r, cal, prof) for r in rows]
     s = summary(rows, preds)
-    meta = json.loads((args.run / "meta.json").read_text()) if (args.run / "meta.json").is_file() else {}
     head = "".join(f"- {k}: `{v}`\n" for k, v in meta.items())
     fitted = ", ".join(f"`{k}` = {v:.3g}" for k, v in dataclasses.asdict(prof).items())
     text = (f"{head}\n- fitted on the fit set (none of the held-out rows): {fitted}\n\n{summary_md(s)}\n\n"

@@ -4,10 +4,11 @@ Every part is timed the way the time model uses it (plan/calibration.py lists th
 attention, convolution, copy, decode read, the optimizer per parameter) are timed with CUDA events behind a spin
 kernel (``torch.cuda._sleep``) queued first, so the host's launches are hidden and the events see the device alone.
 Host floors are timed with the host clock after a synchronisation at each phase end, on models so small that the
-GPU waits on the host: per layer = the 3-layer model's time minus the 1-layer model's, halved (training), or the
-median of the pairwise slopes between 1, 4 and 8 layers, timed in interleaved rounds (``generate()``: Llama's
-per-layer cost read 0.38-0.82 ms in 16 runs of the two-depth way on one CPU and 0.54-0.67 this way, where one H200
-host's calibration read 0.24 against 0.78-1.06 on two others; benchmarks/plan-host-line_cpu_2026-12-05.md). Needs
+GPU waits on the host: per layer = the median of the pairwise slopes between 1, 4 and 8 layers, timed in interleaved
+rounds, for a training step's forward and backward and for ``generate()``. The earlier two-depth way (3 layers minus 1,
+halved) was noise: ``generate()``'s Llama per-layer cost read 0.38-0.82 ms in 16 runs of it on one CPU and 0.54-0.67
+this way, where one H200 host's calibration read 0.24 against 0.78-1.06 on two others
+(benchmarks/plan-host-line_cpu_2026-12-05.md); its training lines differed by up to 2x between calibrations. Needs
 torch (and transformers for the transformer host floors, torchvision for ResNet-50's); a part whose library is
 missing is left out and the time model falls back for it. Runs on the CPU too (``device="cpu"``: host clock only,
 tests).
@@ -42,6 +43,7 @@ TINY = {
               "tie_word_embeddings": True},
 }  # fmt: skip
 DECODE_DEPTHS = (1, 4, 8)  # layers of the tiny models whose generate() gives the host line per layer and token
+TRAIN_DEPTHS = (1, 4, 8)  # the same for a training step's forward and backward
 MODES = ("fp32", "amp", "bf16")
 CKPTS = ("none", "non-reentrant", "reentrant")
 GRID = {"gemm": GEMMS, "attention": ATTENTION, "conv": CONVS}
@@ -200,11 +202,6 @@ def _optimizers(torch: Any, tm: _Timer, dev: str, big: int, few: int = 32, many:
     return out
 
 
-def _line(t1: float, t3: float) -> tuple[float, float]:
-    per = max(0.0, (t3 - t1) / 2)
-    return (max(0.0, t1 - per), per)
-
-
 def _fit(points: dict[int, float]) -> tuple[float, float]:
     """(fixed, per layer) seconds through {layers: seconds}: the median of the pairwise slopes and of the
     intercepts (Theil-Sen; exact on a line, the two-point line for two depths); noise never makes a negative cost."""
@@ -234,41 +231,45 @@ def _tiny(torch: Any, family: str, layers: int, dtype: Any, dev: str, ckpt: str,
     return model.to(dev)
 
 
-def _host_train(torch: Any, tm: _Timer, dev: str, quick: bool) -> dict[str, dict[str, tuple[float, float]]]:
+def _host_train(torch: Any, tm: _Timer, dev: str, quick: bool, rounds: int = 5, warm: int = 2
+                ) -> dict[str, dict[str, tuple[float, float]]]:  # fmt: skip
+    """Per family, precision mode and checkpointing: one training step of tiny models of ``TRAIN_DEPTHS`` layers,
+    every depth once a round (as ``_host_decode``), the median of ``rounds`` per depth and phase, and the line
+    through them."""
     out: dict[str, dict[str, tuple[float, float]]] = {}
     for family in ("llama",) if quick else TINY:
         for mode in ("fp32",) if quick else MODES:
             for ckpt in CKPTS[::2] if quick else CKPTS:
-                t: dict[int, dict[str, float]] = {}
-                for layers in (1, 3):
-                    t[layers] = _train_phases(torch, tm, dev, family, layers, mode, ckpt)
-                out[f"{family}|{mode}|{ckpt}"] = {ph: _line(t[1][ph], t[3][ph]) for ph in ("forward", "backward")}
+                dtype = torch.bfloat16 if mode == "bf16" else torch.float32
+                models = {n: _tiny(torch, family, n, dtype, dev, ckpt, use_cache=False).train() for n in TRAIN_DEPTHS}
+                ids = torch.randint(0, 256, (1, 16), device=dev)
+                amp = torch.autocast(dev, dtype=torch.bfloat16) if mode == "amp" else contextlib.nullcontext()
+                t: dict[int, list[tuple[float, float]]] = {n: [] for n in models}
+                for r in range(warm + rounds):  # the first rounds warm up (allocator, kernel choice)
+                    for n, model in models.items():
+                        step = _train_step(tm, model, ids, amp)
+                        if r >= warm:
+                            t[n].append(step)
+                out[f"{family}|{mode}|{ckpt}"] = {
+                    ph: _fit({n: statistics.median(s[k] for s in v) for n, v in t.items()})
+                    for k, ph in enumerate(("forward", "backward"))
+                }
     return out
 
 
-def _train_phases(torch: Any, tm: _Timer, dev: str, family: str, layers: int, mode: str, ckpt: str,
-                  steps: int = 6) -> dict[str, float]:  # fmt: skip
-    dtype = torch.bfloat16 if mode == "bf16" else torch.float32
-    model = _tiny(torch, family, layers, dtype, dev, ckpt, use_cache=False)
-    model.train()
-    ids = torch.randint(0, 256, (1, 16), device=dev)
-    amp = torch.autocast(dev, dtype=torch.bfloat16) if mode == "amp" else contextlib.nullcontext()
-    samples: dict[str, list[float]] = {"forward": [], "backward": []}
-    for step in range(steps):
-        tm.sync()
-        t0 = time.perf_counter()
-        with amp:
-            loss = model(input_ids=ids, labels=ids).loss
-        tm.sync()
-        t1 = time.perf_counter()
-        loss.backward()
-        tm.sync()  # the backward's last kernel, before reading the clock
-        t2 = time.perf_counter()
-        model.zero_grad(set_to_none=True)
-        if step >= min(2, steps - 1):  # the first steps warm up (allocator, kernel choice)
-            samples["forward"].append(t1 - t0)
-            samples["backward"].append(t2 - t1)
-    return {k: statistics.median(v) for k, v in samples.items()}
+def _train_step(tm: _Timer, model: Any, ids: Any, amp: Any) -> tuple[float, float]:
+    """(forward, backward) seconds of one step, each up to its last kernel."""
+    tm.sync()
+    t0 = time.perf_counter()
+    with amp:
+        loss = model(input_ids=ids, labels=ids).loss
+    tm.sync()
+    t1 = time.perf_counter()
+    loss.backward()
+    tm.sync()  # the backward's last kernel, before reading the clock
+    t2 = time.perf_counter()
+    model.zero_grad(set_to_none=True)
+    return t1 - t0, t2 - t1
 
 
 def _host_decode(torch: Any, tm: _Timer, dev: str, quick: bool, rounds: int = 5, warm: int = 2
@@ -361,7 +362,7 @@ def run_calibration(device: str = "cuda", quick: bool = False, progress: Callabl
     conv = part("conv", lambda: _conv(torch, tm, device, convs), {})
     sizes = (1024, 4, 12) if quick else (16 * 2**20, 32, 256)
     optim = part("optimizer", lambda: _optimizers(torch, tm, device, *sizes), {})
-    host = part("host floor, training", lambda: _host_train(torch, tm, device, quick), {})
+    host = part("host floor, training", lambda: _host_train(torch, tm, device, quick, *((2, 1) if quick else ())), {})
     decode = part("host floor, generate()", lambda: _host_decode(torch, tm, device, quick), {})
     cnn = part("host floor, CNNs", lambda: _host_cnn(torch, tm, device, quick), {})
     meta: dict[str, Any] = {"date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "torch": torch.__version__,

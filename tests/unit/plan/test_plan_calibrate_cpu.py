@@ -3,6 +3,7 @@ left out with its error kept, and the result survives the file round trip."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 from pathlib import Path
 from typing import Any
@@ -17,14 +18,9 @@ from gpukit.plan.calibration import load_calibration, save_calibration  # noqa: 
 TM = calibrate._Timer(torch, "cpu")
 
 
-def test_line_splits_fixed_and_per_layer() -> None:
-    assert calibrate._line(3e-3, 7e-3) == pytest.approx((1e-3, 2e-3))  # 1 layer: 3 ms, 3 layers: 7 ms
-    assert calibrate._line(5e-3, 4e-3) == (5e-3, 0.0)  # noise never makes a negative cost
-
-
 def test_fit_is_exact_on_a_line_and_never_negative() -> None:
     assert calibrate._fit({1: 3e-3, 4: 9e-3, 8: 17e-3}) == pytest.approx((1e-3, 2e-3))
-    assert calibrate._fit({1: 3e-3, 3: 7e-3}) == pytest.approx(calibrate._line(3e-3, 7e-3))
+    assert calibrate._fit({1: 3e-3, 3: 7e-3}) == pytest.approx((1e-3, 2e-3))  # two depths: the line through them
     # slopes 2, 18/7 and 3 ms a layer between the pairs: their median; intercepts 3/7, -9/7 and 3/7 ms: theirs
     assert calibrate._fit({1: 3e-3, 4: 9e-3, 8: 21e-3}) == pytest.approx((3e-3 / 7, 18e-3 / 7))
     assert calibrate._fit({1: 5e-3, 4: 4e-3, 8: 3e-3}) == (pytest.approx(4e-3), 0.0)  # falling: no per-layer cost
@@ -69,9 +65,30 @@ def test_cnn_host_floor_of_the_seed_cnn() -> None:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers not installed")
-def test_tiny_transformer_phases_with_checkpointing() -> None:
-    t = calibrate._train_phases(torch, TM, "cpu", "qwen2", 1, "fp32", "reentrant", steps=2)
-    assert set(t) == {"forward", "backward"} and t["forward"] > 0 and t["backward"] > 0
+def test_tiny_transformer_step_with_checkpointing() -> None:
+    model = calibrate._tiny(torch, "qwen2", 1, torch.float32, "cpu", "reentrant", use_cache=False).train()
+    ids = torch.randint(0, 256, (1, 16))
+    fwd, bwd = calibrate._train_step(TM, model, ids, contextlib.nullcontext())
+    assert fwd > 0 and bwd > 0 and all(p.grad is None for p in model.parameters())  # zeroed for the next step
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers not installed")
+def test_training_host_line_from_interleaved_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every depth takes one step a round, in turn; a line per phase through the per-depth medians."""
+    order: list[int] = []
+    real_step = calibrate._train_step
+
+    def step(tm: Any, model: Any, ids: Any, amp: Any) -> tuple[float, float]:
+        order.append(model.config.num_hidden_layers)
+        return real_step(tm, model, ids, amp)
+
+    monkeypatch.setattr(calibrate, "_train_step", step)
+    out = calibrate._host_train(torch, TM, "cpu", quick=True, rounds=2, warm=1)
+    assert order == [n for _ckpt in calibrate.CKPTS[::2] for _ in range(3) for n in calibrate.TRAIN_DEPTHS]
+    assert set(out) == {"llama|fp32|none", "llama|fp32|reentrant"}
+    for line in out.values():
+        assert set(line) == {"forward", "backward"}
+        assert all(fixed >= 0 and per > 0 for fixed, per in line.values())  # 8 layers cost more than 1 on any CPU
 
 
 def test_run_keeps_a_failing_part_out(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
