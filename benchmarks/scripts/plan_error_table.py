@@ -5,8 +5,9 @@ predict every configuration and report the fit set and the held-out third apart.
 
 RUN_DIR holds what plan_error_grid.py wrote (calibration.json, rows.jsonl, meta.json). The fit reads only rows not
 marked held-out and fits one part at a time, each against what measures it (``fit``):
-1. ``elementwise_passes``: the smallest p90 of |predicted GPU / measured device-busy − 1| over the transformer
-   rows' forward and backward phases (the profiler's device time: the GPU part alone);
+1. ``elementwise_passes``, then ``backward_traffic_scale``: the smallest |median of predicted GPU / measured
+   device-busy − 1| over the transformer rows' forward phases, then over their backward phases (the profiler's
+   device time: the GPU part alone);
 2. ``host_scale``: the median of measured phase time / predicted host time over the transformer phases that are
    clearly host-bound (predicted host > 1.3 × GPU);
 3. ``overlap_penalty``: the smallest p90 (+ a quarter of the max) of |step error| over the transformer rows;
@@ -37,6 +38,7 @@ from gpukit.plan.profiles import TIMING, TimingProfile
 
 PASSES = [x / 2 for x in range(4, 41)]
 PENALTIES = [x / 20 for x in range(0, 21)]
+SCALES = [x / 100 for x in range(50, 131, 2)]
 CNN_PASSES = [float(x) for x in range(4, 41, 4)]
 CNN = ("resnet50", "seed-cnn")
 HOST_BOUND = 1.3  # a phase is clearly host-bound where its predicted host time is this many times its GPU time
@@ -92,13 +94,12 @@ def _score(rows: list[dict[str, Any]], cal: Calibration, prof: TimingProfile) ->
     return _p90(errs) + 0.25 * max(errs)
 
 
-def _gpu_errors(rows: list[dict[str, Any]], cal: Calibration, prof: TimingProfile) -> list[float]:
-    out = []
-    for r in rows:
-        for ph in predict(r, cal, prof)["phases"]:
-            if ph["name"] in ("forward", "backward") and ph["measured_device_s"]:
-                out.append(abs(ph["gpu_s"] / ph["measured_device_s"] - 1))
-    return out
+def _median_gpu_error(rows: list[dict[str, Any]], cal: Calibration, prof: TimingProfile, phase: str) -> float:
+    """|median of predicted GPU / measured device-busy − 1| over the rows' ``phase`` phases: a median, as the fit
+    set's small rows (a GPU busy for a few ms of a host-bound phase) would set a p90."""
+    errs = [ph["gpu_s"] / ph["measured_device_s"] - 1 for r in rows for ph in predict(r, cal, prof)["phases"]
+            if ph["name"] == phase and ph["measured_device_s"]]  # fmt: skip
+    return abs(statistics.median(errs)) if errs else 0.0
 
 
 def _host_ratios(rows: list[dict[str, Any]], cal: Calibration, prof: TimingProfile) -> list[float]:
@@ -118,8 +119,12 @@ def fit(rows: list[dict[str, Any]], cal: Calibration) -> TimingProfile:
     cnn = [r for r in train if r["model"] in CNN]
     prof = TIMING
     if tf:
-        best = min(PASSES, key=lambda v: _p90(_gpu_errors(tf, cal, dataclasses.replace(prof, elementwise_passes=v))))
+        best = min(PASSES, key=lambda v: _median_gpu_error(tf, cal, dataclasses.replace(prof, elementwise_passes=v),
+                                                           "forward"))  # fmt: skip
         prof = dataclasses.replace(prof, elementwise_passes=best)
+        best = min(SCALES, key=lambda v: _median_gpu_error(tf, cal, dataclasses.replace(prof, backward_traffic_scale=v),
+                                                           "backward"))  # fmt: skip
+        prof = dataclasses.replace(prof, backward_traffic_scale=best)
         ratios = _host_ratios(tf, cal, prof)
         if ratios:
             prof = dataclasses.replace(prof, host_scale=round(statistics.median(ratios), 2))

@@ -5,7 +5,7 @@ published error table, so that `gpukit plan` can print beside each time how far 
     PYTHONPATH=src python3 benchmarks/scripts/plan_time_accuracy.py --check  # exit 1 when it is out of date
 
 Two kinds of calibration, each with the configurations that measure it:
-- ``shipped``: every held-out row of ``json/plan-error_h200_2026-12-04.json`` (seen and clean), predicted with the
+- ``shipped``: every held-out row of ``json/plan-error_h200_2026-12-05.json`` (seen and clean), predicted with the
   calibration that ships with gpukit (the rows ran on several H200 hosts, so host speed is in the spread);
 - ``calibrated``: the 16 clean held-out rows (``NEW_HELD_OUT_3``) predicted with the calibration that
   ``plan --calibrate`` made on the same machine just before they were measured.
@@ -28,8 +28,8 @@ import plan_error_table as pet  # noqa: E402
 from gpukit.plan.calibration import load_calibration  # noqa: E402
 from gpukit.plan.profiles import TIMING  # noqa: E402
 
-TABLE = "benchmarks/plan-error_h200_2026-12-04.md"
-PUBLISHED = ROOT / "benchmarks" / "json" / "plan-error_h200_2026-12-04.json"
+TABLE = "benchmarks/plan-error_h200_2026-12-05.md"
+PUBLISHED = ROOT / "benchmarks" / "json" / "plan-error_h200_2026-12-05.json"
 CLEAN = ROOT / "benchmarks" / "json" / "plan-error_h200_2026-12-04-new3"
 OUT = ROOT / "src" / "gpukit" / "plan" / "data" / "time_accuracy.json"
 

@@ -268,6 +268,7 @@ def _transformer_train(m: TransformerSpec, s: PlanSettings, mem: MemoryBreakdown
         bwd_gemm += m.num_layers * layer
         attn_b += attn_f
         bwd_mem += recompute * t.elementwise_passes / bw
+    bwd_mem *= t.backward_traffic_scale
     suffix = f"|{s.mode}|{s.checkpoint_variant if s.checkpointing else 'none'}"
     key = _group(m, cal.host, suffix) + suffix
     host_f = _host_line(cal, key, "forward", m.num_layers, 0.0)

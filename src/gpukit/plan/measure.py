@@ -333,6 +333,7 @@ def measure(model: ModelSpec, s: PlanSettings, steps: int = 5) -> Measurement:
     torch.manual_seed(0)
     gc.collect()  # a previous model caught in a reference cycle would still hold memory and inflate the peak
     torch.cuda.empty_cache()
+    _release_cublas_workspaces(torch)
     # what is allocated already (an earlier model in this process, a notebook's tensors) is not this run's: the plan
     # predicts what the run itself allocates
     base = int(torch.cuda.memory_allocated())
@@ -347,6 +348,16 @@ def measure(model: ModelSpec, s: PlanSettings, steps: int = 5) -> Measurement:
     finally:
         gc.collect()
         torch.cuda.empty_cache()
+
+
+def _release_cublas_workspaces(torch: Any) -> None:
+    """Free the cuBLAS workspaces an earlier GEMM in this process left allocated (65-115 MiB on an H200; the plan
+    counts them), so that the run allocates its own and they are in its peak, not in the base taken off it. Without
+    this, every configuration after the first in one process read about 70 MiB low
+    (benchmarks/plan-error_h100_2026-12-05.md: +7 to +16 % on generate() rows under 1.2 GiB)."""
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)  # private; absent from some builds
+    if clear is not None:
+        clear()
 
 
 def _without_base(m: Measurement, base: int) -> Measurement:

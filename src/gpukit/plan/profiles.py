@@ -75,22 +75,26 @@ def profile_for(family: str, mode: str) -> ActivationProfile:
 @dataclass(frozen=True)
 class TimingProfile:
     """The time model's few fitted constants (compute.py); everything else it uses is a measured part
-    (``plan --calibrate``, plan/calibration.py). Refitted on 2026-12-04 by benchmarks/scripts/plan_error_table.py's
+    (``plan --calibrate``, plan/calibration.py). Refitted on 2026-12-05 by benchmarks/scripts/plan_error_table.py's
     ``fit`` on the 32 training rows measured on H200s on 2026-12-01 and 2026-12-02
-    (benchmarks/plan-error_h200_2026-12-04.md), one part at a time:
-    ``elementwise_passes`` against each transformer phase's measured device-busy time (the GPU part alone, with
-    ``logits_traffic_bytes`` counted from the kernels); ``host_scale`` as the median of measured / predicted host
+    (benchmarks/plan-error_h200_2026-12-05.md), one part at a time:
+    ``elementwise_passes`` against the transformer forward phases' measured device-busy time (the GPU part alone,
+    with ``logits_traffic_bytes`` counted from the kernels), then ``backward_traffic_scale`` against the backward
+    phases'; ``host_scale`` as the median of measured / predicted host
     time over the phases that are clearly host-bound; ``overlap_penalty``, ``cnn_elementwise_passes`` and
     ``cnn_overlap_penalty`` against the step times. The decode constants are the 2026-12-01 fit's. The test is
     NEW_HELD_OUT_3 (benchmarks/scripts/plan_error_grid.py): measured after the model's parts were fixed, and read by
     no fit."""
 
     # activation bytes are moved this many times over forward + backward (element-wise, normalisation, casts, copies)
-    elementwise_passes: float = 17.5
+    elementwise_passes: float = 17.0
     # bytes moved per logit element by the loss over forward + backward (fp32 upcast, log-softmax, its gradient, the
     # cast back): counted from the kernels, 23 forward + 27.5 backward at the calibrated bandwidth
     # (benchmarks/plan-kernel-mix_h200_2026-12-04.md, Qwen2-0.5B's 151,936-entry vocabulary)
     logits_traffic_bytes: float = 50.0
+    # the backward's element-wise kernels move this share of what the count above gives them (fused gradient kernels
+    # read a tensor once for several outputs): fitted against the backward phases' device-busy time alone
+    backward_traffic_scale: float = 0.86
     prefill_elementwise_passes: float = 2.0  # generate()'s prefill: a forward without autograd (fitted with decode)
     recompute_traffic_fraction: float = 1 / 3  # recomputation moves the forward's share of the activation traffic
     cnn_elementwise_passes: float = 16.0  # CNN activations (conv, batch-norm, ReLU, pooling) moved this often

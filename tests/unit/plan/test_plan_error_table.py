@@ -1,4 +1,4 @@
-"""The published H200 error table (benchmarks/plan-error_h200_2026-12-04.md) is what the shipped calibration and
+"""The published H200 error table (benchmarks/plan-error_h200_2026-12-05.md) is what the shipped calibration and
 TimingProfile predict: a change to the time or memory model that moves a published prediction fails here, and the
 table must be regenerated (benchmarks/scripts/plan_error_table.py) with it."""
 
@@ -18,7 +18,7 @@ from gpukit.plan.memory import PlanSettings, estimate_memory
 from gpukit.plan.profiles import TIMING
 
 ROOT = Path(__file__).resolve().parents[3]
-TABLE = ROOT / "benchmarks" / "json" / "plan-error_h200_2026-12-04.json"
+TABLE = ROOT / "benchmarks" / "json" / "plan-error_h200_2026-12-05.json"
 DOC = json.loads(TABLE.read_text()) if TABLE.is_file() else {"rows": [], "profile": {}}
 ROWS: list[dict[str, Any]] = DOC["rows"]
 

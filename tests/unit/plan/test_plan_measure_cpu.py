@@ -67,6 +67,18 @@ def test_measure_trains_the_seed_cnn(cpu_cuda: None) -> None:
     assert all(v < 10**6 for k, v in m.phases.items() if k.endswith("_allocated_bytes"))
 
 
+def test_cublas_workspaces_are_released_before_the_base_is_read(
+    cpu_cuda: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workspaces an earlier GEMM left are the run's to allocate again (the plan counts them): they are freed
+    before the allocated base is read, not taken off the peak with it."""
+    calls: list[str] = []
+    monkeypatch.setattr(torch._C, "_cuda_clearCublasWorkspaces", lambda: calls.append("clear"), raising=False)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda: calls.append("base") or 500)
+    measuring.measure(load_model("seed-cnn"), PlanSettings(task="train", recipe="fp32", batch=4), steps=3)
+    assert calls[:2] == ["clear", "base"]
+
+
 def test_what_was_allocated_before_the_run_is_not_counted() -> None:
     """A process that already holds GPU memory (an earlier model, a notebook) measures only the run's own peak."""
     m = measuring.Measurement("GPU", 5000, 9000, phases={"forward_peak_allocated_bytes": 4000,
