@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 25, 2026-12-05: one device call (under 10 minutes, one H200) for the training host line's new calibration.
-#   OUT=$OUT bash benchmarks/scripts/plan_h200_set5.sh
+# Issue 25, 2026-12-05: one device call (under 10 minutes, one GPU; it ran on an H100) for the training host line's new calibration.
+#   OUT=$OUT bash benchmarks/scripts/plan_set5_2026-12-05.sh
 # 1. plan --calibrate (the new training host line) and NEW_HELD_OUT_5 with the committed model → $OUT/new5.tgz;
 # 2. a second calibration on the same machine → $OUT/cal_b.json (how far the host lines move between two runs);
 # 3. NEW_HELD_OUT_4 (measured on an H100 earlier that day) with the first calibration, as time allows → new4.tgz.
@@ -15,10 +15,11 @@ t0=$SECONDS
 timeout 330 python3 benchmarks/scripts/plan_error_grid.py --out /tmp/new5 --set 5 --budget-s 260 2>&1 | tail -22
 timeout 120 python3 -c "
 import time
+from pathlib import Path
 from gpukit.plan.calibrate import run_calibration
 from gpukit.plan.calibration import save_calibration
 t = time.perf_counter()
-save_calibration(run_calibration('cuda'), '$OUT/cal_b.json')
+save_calibration(run_calibration('cuda'), Path('$OUT/cal_b.json'))
 print(f'second calibration: {time.perf_counter() - t:.0f} s')
 " 2>&1 | tail -2
 left=$((540 - (SECONDS - t0)))
