@@ -139,7 +139,15 @@ def _phase_lines(d: dict[str, Any]) -> list[str]:
     if not phases:
         return []
     parts = [f"{p['name'].replace('_', ' ')} {render.fmt_seconds(p['total_s'])} ({p['bound']}-bound)" for p in phases]
-    return ["  per phase: " + ", ".join(parts)]
+    lines = ["  per phase: " + ", ".join(parts)]
+    host = sum(p["total_s"] for p in phases if p["bound"] == "host")
+    if host > 0.5 * sum(p["total_s"] for p in phases):
+        lines.append(
+            "  host-bound: most of this time is the CPU launching kernels (Python, dispatch), not the GPU, so it "
+            "follows this host's CPU (the same steps took 0.9-1.9x as long on two hosts of one GPU model, "
+            "docs/plan.md); a larger batch, CUDA graphs or torch.compile shorten it"
+        )
+    return lines
 
 
 def _cost_table(d: dict[str, Any]) -> Any:

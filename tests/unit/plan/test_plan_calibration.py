@@ -152,6 +152,15 @@ def test_cli_prints_each_phase_with_its_bound(run_cli: Any) -> None:
     text = " ".join(r.stdout.split())  # the console wraps long lines
     line = text[text.index("per phase:") :]
     assert "forward" in line and "optimizer" in line and "(host-bound)" in line
+    assert "host-bound: most of this time is the CPU launching kernels" in text  # the seed CNN's short step
+
+
+def test_cli_says_nothing_of_the_host_where_the_gpu_is_the_bound(run_cli: Any) -> None:
+    r = run_cli("plan", "llama-2-7b", "--recipe", "bf16", "--batch", "4", "--seq", "1024", "--checkpointing",
+                "--gpu", "h200-sxm", "--calibration", str(FIXTURE))  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "per phase:" in text and "(gemm-bound)" in text and "host-bound: most of this time" not in text
 
 
 def test_the_fallback_host_floor_is_the_earlier_h200_fit() -> None:
