@@ -9,7 +9,7 @@ model (plan/compute.py) multiplies by a count:
   matrix-vector products, as a decode step reads them);
 * ``launch_s``: host time of one small eager op (the cost each kernel launch adds to a step);
 * ``host``: the host floor of one training phase as ``fixed + per_layer × layers``, per model family, precision
-  mode and checkpointing variant, measured on tiny models of 1 and 3 layers (there the GPU waits on the host);
+  mode and checkpointing variant, measured on tiny models of 1, 4 and 8 layers (there the GPU waits on the host);
   ``host_decode`` the same for prefill and one decode step of ``generate()``; ``host_cnn`` per CNN preset and
   mode, at batch 1;
 * ``optimizer``: per implementation and state dtype, device seconds per parameter and the host line
