@@ -6,9 +6,10 @@ kernel (``torch.cuda._sleep``) queued first, so the host's launches are hidden a
 Host floors are timed with the host clock after a synchronisation at each phase end, on models so small that the
 GPU waits on the host: per layer = the median of the pairwise slopes between 1, 4 and 8 layers, timed in interleaved
 rounds, for a training step's forward and backward and for ``generate()``. The earlier two-depth way (3 layers minus 1,
-halved) was noise: ``generate()``'s Llama per-layer cost read 0.38-0.82 ms in 16 runs of it on one CPU and 0.54-0.67
-this way, where one H200 host's calibration read 0.24 against 0.78-1.06 on two others
-(benchmarks/plan-host-line_cpu_2026-12-05.md); its training lines differed by up to 2x between calibrations. Needs
+halved) added sampling noise: ``generate()``'s Llama per-layer cost read 0.38-0.82 ms in 16 runs of it on one CPU and
+0.54-0.67 this way (benchmarks/plan-host-line_cpu_2026-12-05.md). What is left is the host's own drift: three runs of
+this way back to back on one H100 host moved the training lines' per-layer costs by a median 1.28x (max 1.70x), and
+15 rounds instead of 5 did not narrow it (benchmarks/plan-error_h100_2026-12-05.md). Needs
 torch (and transformers for the transformer host floors, torchvision for ResNet-50's); a part whose library is
 missing is left out and the time model falls back for it. Runs on the CPU too (``device="cpu"``: host clock only,
 tests).
