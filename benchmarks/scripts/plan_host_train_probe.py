@@ -16,7 +16,6 @@ import argparse
 import contextlib
 import json
 import platform
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -53,17 +52,11 @@ def line(torch: Any, tm: Any, family: str, width: int, mode: str, rounds: int = 
     models = {n: wide(torch, family, width, n, dtype) for n in calibrate.TRAIN_DEPTHS}
     ids = torch.randint(0, 256, (1, 16), device="cuda")
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if mode == "amp" else contextlib.nullcontext()
-    t: dict[int, list[tuple[float, float]]] = {n: [] for n in models}
-    for r in range(warm + rounds):
-        for n, model in models.items():
-            step = calibrate._train_step(tm, model, ids, amp)
-            if r >= warm:
-                t[n].append(step)
-    med = {n: [statistics.median(s[k] for s in v) for k in (0, 1)] for n, v in t.items()}
-    out = {ph: calibrate._fit({n: m[k] for n, m in med.items()}) for k, ph in enumerate(("forward", "backward"))}
+    med = calibrate._depth_medians(tm, models, ids, amp, rounds, warm)
+    out = calibrate._phase_lines(med)
     del models
     torch.cuda.empty_cache()
-    return {"family": family, "width": width, "mode": mode, "per_depth_s": med, **out}
+    return {"family": family, "width": width, "mode": mode, "per_depth_s": {n: list(m) for n, m in med.items()}, **out}
 
 
 def main() -> int:

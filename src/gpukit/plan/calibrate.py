@@ -245,17 +245,25 @@ def _host_train(torch: Any, tm: _Timer, dev: str, quick: bool, rounds: int = 5, 
                 models = {n: _tiny(torch, family, n, dtype, dev, ckpt, use_cache=False).train() for n in TRAIN_DEPTHS}
                 ids = torch.randint(0, 256, (1, 16), device=dev)
                 amp = torch.autocast(dev, dtype=torch.bfloat16) if mode == "amp" else contextlib.nullcontext()
-                t: dict[int, list[tuple[float, float]]] = {n: [] for n in models}
-                for r in range(warm + rounds):  # the first rounds warm up (allocator, kernel choice)
-                    for n, model in models.items():
-                        step = _train_step(tm, model, ids, amp)
-                        if r >= warm:
-                            t[n].append(step)
-                out[f"{family}|{mode}|{ckpt}"] = {
-                    ph: _fit({n: statistics.median(s[k] for s in v) for n, v in t.items()})
-                    for k, ph in enumerate(("forward", "backward"))
-                }
+                out[f"{family}|{mode}|{ckpt}"] = _phase_lines(_depth_medians(tm, models, ids, amp, rounds, warm))
     return out
+
+
+def _depth_medians(tm: _Timer, models: dict[int, Any], ids: Any, amp: Any, rounds: int, warm: int
+                   ) -> dict[int, tuple[float, float]]:  # fmt: skip
+    """{layers: (forward, backward) median seconds}: one step of each depth's model a round, in turn."""
+    t: dict[int, list[tuple[float, float]]] = {n: [] for n in models}
+    for r in range(warm + rounds):  # the first rounds warm up (allocator, kernel choice)
+        for n, model in models.items():
+            step = _train_step(tm, model, ids, amp)
+            if r >= warm:
+                t[n].append(step)
+    return {n: (statistics.median(s[0] for s in v), statistics.median(s[1] for s in v)) for n, v in t.items()}
+
+
+def _phase_lines(medians: dict[int, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    """The forward's and the backward's line through the per-depth medians."""
+    return {ph: _fit({n: m[k] for n, m in medians.items()}) for k, ph in enumerate(("forward", "backward"))}
 
 
 def _train_step(tm: _Timer, model: Any, ids: Any, amp: Any) -> tuple[float, float]:
