@@ -221,8 +221,40 @@ NEW_HELD_OUT_5: list[tuple[str, dict[str, Any], int | None, bool]] = [
     ("qwen2-0.5b", T(task=INFER, batch=4, prompt=1024, new_tokens=32), None, True),
     ("tinyllama-1.1b", T(task=INFER, batch=1, prompt=512, new_tokens=64), None, True),
 ]
-# --set N measures one set alone: 0 the fit grid, 1 … 5 the held-out sets in the order they were chosen
-SETS = [CONFIGS, NEW_HELD_OUT, NEW_HELD_OUT_2, NEW_HELD_OUT_3, NEW_HELD_OUT_4, NEW_HELD_OUT_5]
+# Held out and never measured, chosen and committed on 2026-12-05 (the second session) before any of them ran, before
+# the new training host line first ran on an H200 and before ``plan --probe-host`` first ran on a GPU: the clean
+# test of both. ``--set 6``.
+NEW_HELD_OUT_6: list[tuple[str, dict[str, Any], int | None, bool]] = [
+    ("seed-cnn", T(task=TRAIN, recipe="fp32", batch=16), None, True),
+    ("seed-cnn", T(task=TRAIN, recipe="amp-bf16", batch=1024), None, True),
+    ("resnet50", T(task=TRAIN, recipe="amp-bf16", batch=48), None, True),
+    ("resnet50", T(task=TRAIN, recipe="bf16", batch=256), 128, True),
+    ("gpt2", T(task=TRAIN, recipe="fp32", batch=2, seq=1024), None, True),
+    ("gpt2", T(task=TRAIN, recipe="bf16", batch=64, seq=256, checkpointing=True), None, True),
+    ("gpt2-medium", T(task=TRAIN, recipe="amp-bf16", batch=4, seq=256), None, True),
+    (
+        "gpt2-medium",
+        T(task=TRAIN, recipe="bf16", batch=1, seq=4096, checkpointing=True, checkpoint_variant="reentrant"),
+        None,
+        True,
+    ),
+    ("qwen2-0.5b", T(task=TRAIN, recipe="fp32", batch=8, seq=128), None, True),
+    ("qwen2-0.5b", T(task=TRAIN, recipe="amp-bf16", batch=1, seq=1024, checkpointing=True), None, True),
+    ("tinyllama-1.1b", T(task=TRAIN, recipe="bf16", batch=16, seq=512), None, True),
+    (
+        "tinyllama-1.1b",
+        T(task=TRAIN, recipe="amp-bf16", batch=2, seq=1024, checkpointing=True, checkpoint_variant="reentrant"),
+        None,
+        True,
+    ),
+    ("llama-2-7b", T(task=TRAIN, recipe="bf16", batch=1, seq=512), None, True),
+    ("gpt2", T(task=INFER, batch=32, prompt=128, new_tokens=32), None, True),
+    ("qwen2-0.5b", T(task=INFER, batch=4, prompt=1024, new_tokens=64), None, True),
+    ("tinyllama-1.1b", T(task=INFER, batch=2, prompt=256, new_tokens=64), None, True),
+    ("llama-2-7b", T(task=INFER, batch=1, prompt=2048, new_tokens=32), None, True),
+]
+# --set N measures one set alone: 0 the fit grid, 1 … 6 the held-out sets in the order they were chosen
+SETS = [CONFIGS, NEW_HELD_OUT, NEW_HELD_OUT_2, NEW_HELD_OUT_3, NEW_HELD_OUT_4, NEW_HELD_OUT_5, NEW_HELD_OUT_6]
 ALL = [row for rows in SETS for row in rows]
 
 
@@ -288,7 +320,25 @@ def predict(name: str, kw: dict[str, Any], image: int | None) -> dict[str, Any]:
             "phase_s": {p["name"]: p["total_s"] for p in est.phases}}  # fmt: skip
 
 
-def measure_row(i: int, out: Path) -> dict[str, Any]:
+def _probe(row: dict[str, Any], when: str, name: str, kw: dict[str, Any], image: int | None) -> None:
+    """``plan --probe-host``'s host floor of the row's configuration (plan/probe.py), timed ``when`` it is measured."""
+    import torch
+
+    from gpukit.plan.memory import PlanSettings
+    from gpukit.plan.probe import probe_host
+
+    t0 = time.perf_counter()
+    try:
+        got: dict[str, Any] = dict(probe_host(model_for(name, image), PlanSettings(**kw)))
+    except Exception as exc:  # the probe is a second prediction; its failure must not lose the measurement
+        got = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    got["wall_s"] = time.perf_counter() - t0
+    row.setdefault("host_probe", {})[when] = got
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def measure_row(i: int, out: Path, probe: bool = False) -> dict[str, Any]:
     import torch
 
     from gpukit.plan.measure import measure
@@ -297,6 +347,8 @@ def measure_row(i: int, out: Path) -> dict[str, Any]:
     name, kw, image, held = ALL[i]
     row: dict[str, Any] = {"i": i, "config": label(name, kw, image), "model": name, "image_size": image,
                            "settings": kw, "held_out": held, "predicted_before": predict(name, kw, image)}  # fmt: skip
+    if probe:
+        _probe(row, "before", name, kw, image)
     t0 = time.perf_counter()
     try:
         m = measure(model_for(name, image), PlanSettings(**kw))
@@ -307,6 +359,8 @@ def measure_row(i: int, out: Path) -> dict[str, Any]:
     row["wall_s"] = time.perf_counter() - t0
     gc.collect()
     torch.cuda.empty_cache()
+    if probe:
+        _probe(row, "after", name, kw, image)
     with (out / "rows.jsonl").open("a") as f:
         f.write(json.dumps(row, default=str) + "\n")
     return row
@@ -317,6 +371,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--budget-s", type=float, default=270.0, help="start no configuration after this many seconds")
     ap.add_argument("--skip-calibration", action="store_true")
+    ap.add_argument("--probe", action="store_true", help="time each configuration's host floor with plan "
+                    "--probe-host's probe just before and just after measuring it (a few seconds each)")  # fmt: skip
     ap.add_argument("--first", type=int, default=0, help="start at this configuration (0-based; the ones before "
                     "were measured in an earlier call)")  # fmt: skip
     ap.add_argument("--set", type=int, choices=range(len(SETS)), help="measure one set alone: 0 the grid, N "
@@ -354,7 +410,7 @@ def main() -> int:
         if time.perf_counter() - t0 > args.budget_s:
             print(f"budget of {args.budget_s:.0f} s spent: {len(todo) - n} configurations not started", flush=True)
             break
-        row = measure_row(i, args.out)
+        row = measure_row(i, args.out, args.probe)
         m = row.get("measured") or {}
         what = row.get("error") or f"alloc {m.get('peak_allocated_bytes', 0) / 2**30:.2f} GiB, " + (
             f"step {m['step_s'] * 1e3:.1f} ms" if m.get("step_s") else f"generate {m.get('generate_s', 0):.3f} s"

@@ -323,15 +323,27 @@ def _activation_traffic_bytes(model: TransformerSpec, s: PlanSettings, mem: Memo
     return float(full.activations_bytes), full.activations_bytes * t.recompute_traffic_fraction
 
 
+def _probed(phases: list[PhaseTime], host: dict[str, float] | None, t: TimingProfile, cnn: bool = False
+            ) -> list[PhaseTime]:  # fmt: skip
+    """The phases with the host floor that ``plan --probe-host`` timed on this machine (plan/probe.py) in place of
+    the calibration's, where it timed that phase."""
+    if not host:
+        return phases
+    return [p if p.name not in host else
+            _phase(p.name, p.gemm_s, p.attention_s, p.memory_s, host[p.name], t, cnn and p.name != "optimizer")
+            for p in phases]  # fmt: skip
+
+
 def _train_time(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, cal: Calibration, spec: GpuSpec,
-                t: TimingProfile, work: float | None) -> TimeEstimate:  # fmt: skip
+                t: TimingProfile, work: float | None, host: dict[str, float] | None = None
+                ) -> TimeEstimate:  # fmt: skip
     c = ceilings_for(spec, s, None, cnn=isinstance(model, CnnSpec))
     if isinstance(model, CnnSpec) and model.family != "cnn":  # --params: no FLOPs model, so no time (not 0 FLOPs)
         return TimeEstimate(task="train", mfu=None, ceilings_source=cal.source, matmul_dtype=c.matmul_dtype)
     if isinstance(model, TransformerSpec):
-        phases = _transformer_train(model, s, mem, cal, t)
+        phases = _probed(_transformer_train(model, s, mem, cal, t), host, t)
     else:
-        phases = _cnn_train(model, s, mem, cal, t)
+        phases = _probed(_cnn_train(model, s, mem, cal, t), host, t, cnn=True)
     step = sum(p.total_s for p in phases)
     per_step = s.batch * s.dp * (s.seq if isinstance(model, TransformerSpec) else 1)
     steps = None if work is None else max(1, round(work / per_step))
@@ -378,12 +390,12 @@ def _kv_avg(mem: MemoryBreakdown, s: PlanSettings) -> float:
 
 
 def _decode_time(model: ModelSpec, s: PlanSettings, mem: MemoryBreakdown, cal: Calibration, spec: GpuSpec,
-                 t: TimingProfile) -> TimeEstimate:  # fmt: skip
+                 t: TimingProfile, host: dict[str, float] | None = None) -> TimeEstimate:  # fmt: skip
     c = ceilings_for(spec, s)
     if not isinstance(model, TransformerSpec):
         per = mem.weights_bytes / (cal.decode_gbps * 1e9)
         return TimeEstimate("infer", None, cal.source, c.matmul_dtype, per_token_s=per, gpu_s=per)
-    prefill, token = _decode_phases(model, s, mem, cal, t)
+    prefill, token = _probed(list(_decode_phases(model, s, mem, cal, t)), host, t)
     total = prefill.total_s + max(0, s.new_tokens - 1) * token.total_s
     flops = 2 * model.active_params * s.batch * (s.prompt + s.new_tokens) / s.tp
     return TimeEstimate(
@@ -426,16 +438,19 @@ def estimate_time(
     work: float | None = None,
     timing: TimingProfile = TIMING,
     calibration: Calibration | None = None,
+    host: dict[str, float] | None = None,
 ) -> TimeEstimate:
     """Time on ``spec`` GPUs; ``work`` is the number of tokens (transformers) or samples (CNNs) to train on.
-    ``calibration`` defaults to the one found for ``spec`` (plan/calibration.py: user file, shipped, datasheet)."""
+    ``calibration`` defaults to the one found for ``spec`` (plan/calibration.py: user file, shipped, datasheet).
+    ``host``: seconds per phase name timed by ``plan --probe-host`` (plan/probe.py), in place of the calibration's
+    host floor for those phases."""
     if calibration is None or calibration.gpu_key != spec.key:  # a calibration is for its own GPU model only
         from gpukit.plan.calibration import find_calibration
 
         calibration = find_calibration(spec)
     cal = _with_bench_ceilings(calibration, spec, measured)
     if s.task == "train":
-        est = _train_time(model, s, mem, cal, spec, timing, work)
+        est = _train_time(model, s, mem, cal, spec, timing, work, host)
     else:
-        est = _decode_time(model, s, mem, cal, spec, timing)
+        est = _decode_time(model, s, mem, cal, spec, timing, host)
     return replace(est, accuracy=time_accuracy(cal, spec.key, s.task))

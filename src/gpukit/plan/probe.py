@@ -1,0 +1,147 @@
+"""`plan --probe-host`: the host floor of this very configuration, timed on this machine in a few seconds.
+
+The calibration prices the host per layer from tiny models of 1, 4 and 8 layers (plan/calibrate.py), measured once;
+a host's speed then drifts (three calibrations back to back on one H100 host moved the per-layer costs by a median
+1.28x), and the line is extrapolated to the real depth. The probe times the configuration itself instead: the same
+model with every width shrunk (64 wide, 4 heads, a 256-entry vocabulary; the same layers, norms, biases, attention
+kind, checkpointing variant, precision mode and optimizer), at the plan's batch and sequence, so that the GPU has
+almost nothing to do and each phase's time is the host's. A CNN is timed at batch 1 (its real widths: its host cost
+is per layer, and a batch of one is tiny for the GPU). The width does not change the host's cost per layer: on one
+H100 host, 64-wide and real-width GPT-2, Llama and Qwen2 layers cost the same per step (issue 25's probe,
+benchmarks/plan-error_h100_2026-12-05.md).
+
+What the probe cannot see: host work that grows with the tensors (none in these models' Python), and a host that
+changes between the probe and the run. It needs torch, transformers for a transformer, torchvision for ResNet-50,
+and a CUDA GPU (or ``device="cpu"``: tests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from dataclasses import replace
+from typing import Any
+
+from gpukit.errors import BackendUnavailable, PlanError
+from gpukit.plan.memory import PlanSettings
+from gpukit.plan.models import CnnSpec, ModelSpec, TransformerSpec
+
+__all__ = ["probe_host", "shrink"]
+
+WIDTH, HEADS, VOCAB = 64, 4, 256
+
+
+def shrink(model: TransformerSpec, positions: int) -> TransformerSpec:
+    """``model`` 64 wide (4 heads of 16, its grouped-query sharing kept where it has one, MLP 2x wide), with a
+    256-entry vocabulary and room for ``positions`` tokens: the same layers and structure."""
+    kv = HEADS if model.num_kv_heads >= model.num_heads else (1 if model.num_kv_heads == 1 else 2)
+    cfg = dict(model.hf_config)
+    if cfg.get("model_type") == "gpt2":
+        cfg.update(n_embd=WIDTH, n_head=HEADS, n_inner=None, vocab_size=VOCAB, n_positions=max(positions, 64))
+    else:
+        cfg.update(hidden_size=WIDTH, num_attention_heads=HEADS, num_key_value_heads=kv, head_dim=WIDTH // HEADS,
+                   intermediate_size=2 * WIDTH, vocab_size=VOCAB,
+                   max_position_embeddings=max(positions, int(cfg.get("max_position_embeddings", 0) or 0)))  # fmt: skip
+        for key in ("moe_intermediate_size", "shared_expert_intermediate_size"):
+            if key in cfg:
+                cfg[key] = 2 * WIDTH
+        cfg.pop("rope_scaling", None)  # scaled RoPE is defined for the real head size
+    cfg.update(bos_token_id=0, eos_token_id=0, pad_token_id=0)  # inside the shrunk vocabulary
+    return replace(model, vocab_size=VOCAB, hidden_size=WIDTH, num_heads=HEADS, num_kv_heads=kv,
+                   head_dim=WIDTH // HEADS, intermediate_size=2 * WIDTH, hf_config=cfg)  # fmt: skip
+
+
+def probe_host(model: ModelSpec, s: PlanSettings, device: str = "cuda", reps: int = 5, warm: int = 2
+               ) -> dict[str, float]:  # fmt: skip
+    """Host seconds per phase of ``model`` under ``s`` on this machine: training {forward, backward, optimizer},
+    generation {prefill, decode_token}; each the median of ``reps`` after ``warm``, each phase ending in a
+    synchronisation (see the module's docstring)."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise BackendUnavailable("--probe-host needs PyTorch", hint="pip install 'gpukit[torch]'") from exc
+    if device == "cuda" and not torch.cuda.is_available():
+        raise PlanError("--probe-host times this machine's host with its GPU, and PyTorch sees no CUDA GPU",
+                        hint="run it on the machine with the GPU, or leave --probe-host out")  # fmt: skip
+    if s.gpus > 1 or s.tp > 1:
+        raise PlanError("--probe-host times one GPU's host", hint="drop --gpus/--tp, or leave --probe-host out")
+    if isinstance(model, CnnSpec):
+        if s.task != "train" or model.family != "cnn":
+            raise PlanError("--probe-host times a CNN's training step", hint="give a CNN preset with --task train")
+        return _train(torch, model, replace(s, batch=1), device, reps, warm)
+    if s.task == "train":
+        return _train(torch, shrink(model, s.seq), s, device, reps, warm)
+    return _generate(torch, shrink(model, s.prompt + s.new_tokens), s, device, reps, warm)
+
+
+def _sync(torch: Any, device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _train(torch: Any, model: ModelSpec, s: PlanSettings, device: str, reps: int, warm: int) -> dict[str, float]:
+    from gpukit.plan import measure as m
+
+    module = m.build_module(model, s, device).train()
+    opt = m._optimizer(torch, module.parameters(), s.optimizer, s.optimizer_impl)
+    x, y = _inputs(torch, model, s, device)
+    amp = torch.autocast(device, dtype=torch.bfloat16) if s.recipe == "amp-bf16" else contextlib.nullcontext()
+    times: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": []}
+    for r in range(warm + reps):
+        _sync(torch, device)
+        t0 = time.perf_counter()
+        with amp:
+            loss, _ = m._loss(torch, module, model, x, y)
+        _sync(torch, device)
+        t1 = time.perf_counter()
+        loss.backward()
+        _sync(torch, device)
+        t2 = time.perf_counter()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        _sync(torch, device)
+        t3 = time.perf_counter()
+        if r >= warm:
+            for name, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2), strict=True):
+                times[name].append(dt)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def _inputs(torch: Any, model: ModelSpec, s: PlanSettings, device: str) -> tuple[Any, Any]:
+    if isinstance(model, TransformerSpec):
+        ids = torch.randint(0, model.vocab_size, (s.batch, s.seq), device=device)
+        return ids, ids
+    dtype = torch.bfloat16 if s.recipe == "bf16" else torch.float32
+    x = torch.randn(s.batch, 3, model.image_size, model.image_size, device=device, dtype=dtype)
+    classes = 1 if model.num_classes == 2 else model.num_classes
+    y = torch.randint(0, max(2, classes), (s.batch,), device=device)
+    return x, (y.float().unsqueeze(1) if classes == 1 else y)
+
+
+def _generate(torch: Any, model: TransformerSpec, s: PlanSettings, device: str, reps: int, warm: int
+              ) -> dict[str, float]:  # fmt: skip
+    """prefill = a 1-token generate(); a token = the share of each of ``n - 1`` more (as the calibration's)."""
+    from gpukit.plan import measure as m
+
+    module = m.build_module(model, s, device).eval()
+    ids = torch.randint(0, model.vocab_size, (s.batch, s.prompt), device=device)
+    kw = {"do_sample": False, "use_cache": True, "pad_token_id": 0, "eos_token_id": None}
+    n = max(2, min(s.new_tokens, 17))
+
+    def once(tokens: int) -> float:
+        _sync(torch, device)
+        t0 = time.perf_counter()
+        module.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, **kw)
+        _sync(torch, device)
+        return time.perf_counter() - t0
+
+    one: list[float] = []
+    token: list[float] = []
+    with torch.inference_mode():
+        for r in range(warm + reps):
+            t1, tn = once(1), once(n)
+            if r >= warm:
+                one.append(t1)
+                token.append(max(0.0, tn - t1) / (n - 1))
+    return {"prefill": statistics.median(one), "decode_token": statistics.median(token)}
