@@ -55,11 +55,21 @@ def load_rows(run: Path) -> list[dict[str, Any]]:
 SPEC: GpuSpec = get_spec("h200-sxm")  # main() sets the run's own GPU from meta.json
 
 
+PROBE: str | None = None  # main() sets "before" or "after" with --probe: the row's host probe stands in (probed())
+
+
+def probed(row: dict[str, Any]) -> dict[str, float] | None:
+    """The host floor per phase that plan --probe-host's probe timed for the row (plan_error_grid.py --probe), when
+    ``PROBE`` asks for it and it ran."""
+    got = (row.get("host_probe") or {}).get(PROBE or "") or {}
+    return None if "error" in got or not got else {k: v for k, v in got.items() if k != "wall_s"}
+
+
 def predict(row: dict[str, Any], cal: Calibration, prof: TimingProfile) -> dict[str, Any]:
     model = model_for(row["model"], row.get("image_size"))
     s = PlanSettings(**row["settings"])
     mem = estimate_memory(model, s)
-    est = estimate_time(model, s, mem, SPEC, timing=prof, calibration=cal)
+    est = estimate_time(model, s, mem, SPEC, timing=prof, calibration=cal, host=probed(row))
     m = row["measured"]
     out: dict[str, Any] = {"pred_alloc": mem.peak_allocated_bytes, "meas_alloc": m["peak_allocated_bytes"]}
     out["mem_err"] = mem.peak_allocated_bytes / m["peak_allocated_bytes"] - 1
@@ -222,8 +232,11 @@ def main() -> int:
     ap.add_argument("--md", type=Path)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--no-fit", action="store_true", help="predict with the shipped TimingProfile as it is")
+    ap.add_argument("--probe", choices=("before", "after"), help="each row's host floor from plan --probe-host's "
+                    "probe, timed before or after the row was measured (plan_error_grid.py --probe)")  # fmt: skip
     args = ap.parse_args()
-    global SPEC
+    global SPEC, PROBE
+    PROBE = args.probe
     meta = json.loads((args.run / "meta.json").read_text()) if (args.run / "meta.json").is_file() else {}
     SPEC = match_spec(meta.get("device", "")) or SPEC
     cal = load_calibration(args.run / "calibration.json")

@@ -317,7 +317,9 @@ def register(app: typer.Typer) -> None:
             None, "--image-size", help="CNN input resolution (pixels per side); default: the preset's (224, 64)."
         ),
         batch: int = typer.Option(1, "--batch", help="Micro-batch per GPU (sequences or images)."),
-        seq: int = typer.Option(2048, "--seq", help="Training sequence length."),
+        seq: int | None = typer.Option(
+            None, "--seq", help="Training sequence length [default: 2048, or the model's positions where fewer]."
+        ),
         checkpointing: bool = typer.Option(False, "--checkpointing", help="Activation checkpointing per layer."),
         checkpointing_variant: str = typer.Option(
             "non-reentrant",
@@ -352,7 +354,7 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         from gpukit.plan import advisor
         from gpukit.plan import measure as measuring
-        from gpukit.plan.memory import PlanSettings
+        from gpukit.plan.memory import PlanSettings, default_seq
         from gpukit.plan.models import load_model, preset_names
 
         if list_presets:
@@ -374,7 +376,7 @@ def register(app: typer.Typer) -> None:
             optimizer=optimizer,
             optimizer_impl=optimizer_impl,
             batch=batch,
-            seq=seq,
+            seq=seq if seq is not None else default_seq(spec),
             checkpointing=checkpointing,
             checkpoint_variant=checkpointing_variant,
             gpus=gpus,

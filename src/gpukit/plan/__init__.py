@@ -71,8 +71,9 @@ def plan(
     catalog key the headline time is for; ``measured`` ceilings measured on this machine (default: datasheets).
     Bad input raises :class:`gpukit.errors.PlanError` (or ConfigError) with a hint, as the CLI prints it."""
     from gpukit.plan.advisor import make_plan
-    from gpukit.plan.memory import PlanSettings
+    from gpukit.plan.memory import PlanSettings, default_seq
     from gpukit.plan.models import load_model
 
     spec = model if model is not None and not isinstance(model, str) else load_model(model, params)
+    settings.setdefault("seq", default_seq(spec))
     return make_plan(spec, PlanSettings(**settings), work=work, prices=prices, measured=measured, gpu=gpu)

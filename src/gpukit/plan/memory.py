@@ -111,6 +111,11 @@ class MemoryBreakdown:
         return d
 
 
+def default_seq(model: ModelSpec) -> int:
+    """The training sequence when none is given: 2048 tokens, or a model's learned positions where fewer (GPT-2)."""
+    return min(2048, getattr(model, "learned_positions", 0) or 2048)
+
+
 def validate(model: ModelSpec, s: PlanSettings) -> None:
     """Impossible combinations raise PlanError (exit 2)."""
     checks = [
@@ -147,6 +152,14 @@ def validate(model: ModelSpec, s: PlanSettings) -> None:
             )
     if s.gpus % s.tp:  # after the size checks: --tp 0 must not divide by zero
         raise PlanError(f"--gpus {s.gpus} is not a multiple of --tp {s.tp}")
+    tokens = s.seq if s.task == "train" else s.prompt + s.new_tokens
+    if isinstance(model, TransformerSpec) and model.learned_positions and tokens > model.learned_positions:
+        what = "--seq" if s.task == "train" else "--prompt + --new-tokens"
+        raise PlanError(
+            f"{what} {tokens:,} is past {model.name}'s {model.learned_positions:,} learned positions",
+            hint=f"a model with a position table (GPT-2) takes at most {model.learned_positions:,} tokens; "
+            "use a shorter sequence or a model with rotary positions",
+        )
     if s.task == "infer" and isinstance(model, CnnSpec) and model.family == "cnn":
         raise PlanError("inference planning covers transformers", hint="plan CNNs with --task train")
     if s.tp > 1:

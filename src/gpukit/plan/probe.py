@@ -3,12 +3,10 @@
 The calibration prices the host per layer from tiny models of 1, 4 and 8 layers (plan/calibrate.py), measured once;
 a host's speed then drifts (three calibrations back to back on one H100 host moved the per-layer costs by a median
 1.28x), and the line is extrapolated to the real depth. The probe times the configuration itself instead: the same
-model with every width shrunk (64 wide, 4 heads, a 256-entry vocabulary; the same layers, norms, biases, attention
-kind, checkpointing variant, precision mode and optimizer), at the plan's batch and sequence, so that the GPU has
-almost nothing to do and each phase's time is the host's. A CNN is timed at batch 1 (its real widths: its host cost
-is per layer, and a batch of one is tiny for the GPU). The width does not change the host's cost per layer: on one
-H100 host, 64-wide and real-width GPT-2, Llama and Qwen2 layers cost the same per step (issue 25's probe,
-benchmarks/plan-error_h100_2026-12-05.md).
+model with every width shrunk (4 heads of its own head size, a 256-entry vocabulary; the same layers, norms, biases,
+attention kind, checkpointing variant, precision mode and optimizer), at the plan's batch and sequence, so that the
+GPU has almost nothing to do and each phase's time is the host's. A CNN is timed at batch 1 (its real widths: its
+host cost is per layer, and a batch of one is tiny for the GPU).
 
 What the probe cannot see: host work that grows with the tensors (none in these models' Python), and a host that
 changes between the probe and the run. It needs torch, transformers for a transformer, torchvision for ResNet-50,
@@ -29,31 +27,35 @@ from gpukit.plan.models import CnnSpec, ModelSpec, TransformerSpec
 
 __all__ = ["probe_host", "shrink"]
 
-WIDTH, HEADS, VOCAB = 64, 4, 256
+HEADS, VOCAB = 4, 256
 
 
-def shrink(model: TransformerSpec, positions: int) -> TransformerSpec:
-    """``model`` 64 wide (4 heads of 16, its grouped-query sharing kept where it has one, MLP 2x wide), with a
-    256-entry vocabulary and room for ``positions`` tokens: the same layers and structure."""
+def shrink(model: TransformerSpec, positions: int, head_dim: int | None = None) -> TransformerSpec:
+    """``model`` with 4 attention heads of its own head size (``head_dim`` to choose another; the attention kernel
+    chosen depends on it), its grouped-query sharing kept where it has one, an MLP twice as wide as the attention,
+    a 256-entry vocabulary and room for ``positions`` tokens: the same layers and structure, a few percent of the
+    width."""
+    d = head_dim or model.head_dim
+    width = HEADS * d
     kv = HEADS if model.num_kv_heads >= model.num_heads else (1 if model.num_kv_heads == 1 else 2)
     cfg = dict(model.hf_config)
     if cfg.get("model_type") == "gpt2":
-        cfg.update(n_embd=WIDTH, n_head=HEADS, n_inner=None, vocab_size=VOCAB, n_positions=max(positions, 64))
+        cfg.update(n_embd=width, n_head=HEADS, n_inner=None, vocab_size=VOCAB, n_positions=max(positions, 64))
     else:
-        cfg.update(hidden_size=WIDTH, num_attention_heads=HEADS, num_key_value_heads=kv, head_dim=WIDTH // HEADS,
-                   intermediate_size=2 * WIDTH, vocab_size=VOCAB,
+        cfg.update(hidden_size=width, num_attention_heads=HEADS, num_key_value_heads=kv, head_dim=d,
+                   intermediate_size=2 * width, vocab_size=VOCAB,
                    max_position_embeddings=max(positions, int(cfg.get("max_position_embeddings", 0) or 0)))  # fmt: skip
         for key in ("moe_intermediate_size", "shared_expert_intermediate_size"):
             if key in cfg:
-                cfg[key] = 2 * WIDTH
-        cfg.pop("rope_scaling", None)  # scaled RoPE is defined for the real head size
+                cfg[key] = 2 * width
+        cfg.pop("rope_scaling", None)  # scaled RoPE is defined for the real model
     cfg.update(bos_token_id=0, eos_token_id=0, pad_token_id=0)  # inside the shrunk vocabulary
-    return replace(model, vocab_size=VOCAB, hidden_size=WIDTH, num_heads=HEADS, num_kv_heads=kv,
-                   head_dim=WIDTH // HEADS, intermediate_size=2 * WIDTH, hf_config=cfg)  # fmt: skip
+    return replace(model, vocab_size=VOCAB, hidden_size=width, num_heads=HEADS, num_kv_heads=kv, head_dim=d,
+                   intermediate_size=2 * width, hf_config=cfg)  # fmt: skip
 
 
-def probe_host(model: ModelSpec, s: PlanSettings, device: str = "cuda", reps: int = 5, warm: int = 2
-               ) -> dict[str, float]:  # fmt: skip
+def probe_host(model: ModelSpec, s: PlanSettings, device: str = "cuda", reps: int = 5, warm: int = 2,
+               head_dim: int | None = None) -> dict[str, float]:  # fmt: skip
     """Host seconds per phase of ``model`` under ``s`` on this machine: training {forward, backward, optimizer},
     generation {prefill, decode_token}; each the median of ``reps`` after ``warm``, each phase ending in a
     synchronisation (see the module's docstring)."""
@@ -71,8 +73,8 @@ def probe_host(model: ModelSpec, s: PlanSettings, device: str = "cuda", reps: in
             raise PlanError("--probe-host times a CNN's training step", hint="give a CNN preset with --task train")
         return _train(torch, model, replace(s, batch=1), device, reps, warm)
     if s.task == "train":
-        return _train(torch, shrink(model, s.seq), s, device, reps, warm)
-    return _generate(torch, shrink(model, s.prompt + s.new_tokens), s, device, reps, warm)
+        return _train(torch, shrink(model, s.seq, head_dim), s, device, reps, warm)
+    return _generate(torch, shrink(model, s.prompt + s.new_tokens, head_dim), s, device, reps, warm)
 
 
 def _sync(torch: Any, device: str) -> None:
@@ -127,7 +129,7 @@ def _generate(torch: Any, model: TransformerSpec, s: PlanSettings, device: str, 
     module = m.build_module(model, s, device).eval()
     ids = torch.randint(0, model.vocab_size, (s.batch, s.prompt), device=device)
     kw = {"do_sample": False, "use_cache": True, "pad_token_id": 0, "eos_token_id": None}
-    n = max(2, min(s.new_tokens, 17))
+    n = max(2, min(s.new_tokens, 9))
 
     def once(tokens: int) -> float:
         _sync(torch, device)

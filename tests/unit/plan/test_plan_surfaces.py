@@ -297,7 +297,7 @@ def test_bad_image_size_exits_2(run_cli: Callable[..., Any], args: tuple[str, ..
 
 
 def test_settings_flow_into_the_plan() -> None:
-    s = PlanSettings(optimizer="adam", optimizer_impl="fused")
+    s = PlanSettings(optimizer="adam", optimizer_impl="fused", seq=1024)
     d = make_plan(load_model("gpt2"), s).to_dict()
     assert d["settings"]["optimizer"] == "adam" and d["settings"]["optimizer_impl"] == "fused"
 
