@@ -349,6 +349,12 @@ def register(app: typer.Typer) -> None:
             "--calibration",
             help="Calibration file to use (or, with --calibrate, to write); default: the one saved for the GPU.",
         ),
+        probe_host: bool = typer.Option(
+            False,
+            "--probe-host",
+            help="First time this configuration's host floor on this machine (seconds: the model with its widths "
+            "shrunk, on this GPU) and use it in place of the calibration's.",
+        ),
         list_presets: bool = typer.Option(False, "--list", help="List the model presets and exit."),
         json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
     ) -> int:
@@ -390,12 +396,20 @@ def register(app: typer.Typer) -> None:
         )
         work = _work(spec, tokens, samples)
         measured = measuring.load_ceilings(db)
+        host = None
+        if probe_host:
+            from gpukit.plan.memory import validate
+            from gpukit.plan.probe import probe_host as probe
+
+            validate(spec, settings)  # a bad setting is refused before the GPU is touched
+            host = probe(spec, settings)
+            gpu = gpu or _local_gpu_key()  # the probe timed this machine: its GPU is the headline's
         result = advisor.make_plan(
-            spec, settings, work=work, prices=prices, measured=measured, gpu=gpu, db=db, calibration=cal
+            spec, settings, work=work, prices=prices, measured=measured, gpu=gpu, db=db, calibration=cal, host=host
         )
         doc = result.to_dict()
         if measure:
-            doc["measurement"] = _run_measure(spec, settings, doc, db, cal)
+            doc["measurement"] = _run_measure(spec, settings, doc, db, cal, host)
         if json_out:
             render.print_json(doc)
             return 0
@@ -403,6 +417,16 @@ def register(app: typer.Typer) -> None:
         if measure:
             _print_measure(doc["measurement"])
         return 0
+
+
+def _local_gpu_key() -> str | None:
+    """This machine's GPU as a catalog key (after ``--probe-host`` found one), or None for a GPU with no row."""
+    import torch
+
+    from gpukit.hardware.specs import match_spec
+
+    local = match_spec(torch.cuda.get_device_name())
+    return local.key if local else None
 
 
 def _work(spec: Any, tokens: str | None, samples: str | None) -> int | None:
@@ -419,7 +443,8 @@ def _work(spec: Any, tokens: str | None, samples: str | None) -> int | None:
     return parse_param_count(samples, "--samples") if samples else None
 
 
-def _run_measure(spec: Any, settings: Any, doc: dict[str, Any], db: str | None, cal: Any = None) -> dict[str, Any]:
+def _run_measure(spec: Any, settings: Any, doc: dict[str, Any], db: str | None, cal: Any = None,
+                 host: dict[str, float] | None = None) -> dict[str, Any]:  # fmt: skip
     from gpukit.hardware.specs import match_spec
     from gpukit.plan import measure as measuring
     from gpukit.plan.compute import estimate_time
@@ -433,7 +458,7 @@ def _run_measure(spec: Any, settings: Any, doc: dict[str, Any], db: str | None, 
         mem = estimate_memory(spec, settings)
         ceilings = measuring.load_ceilings(db, device_name=meas.device_name)
         measured = {k: v for k, v in (ceilings or {}).items() if k != "device"}
-        est = estimate_time(spec, settings, mem, local, measured, calibration=cal)
+        est = estimate_time(spec, settings, mem, local, measured, calibration=cal, host=host)
     pred_time = None if est is None else est.step_s if settings.task == "train" else est.total_s
     cmp = _compare(doc, meas, pred_time)
     cmp["phases"] = compare_phases(est, meas)

@@ -158,14 +158,16 @@ def _headline(
     measured: dict[str, float] | None,
     work: float | None,
     cal: Calibration | None = None,
+    host: dict[str, float] | None = None,
 ) -> tuple[TimeEstimate | None, str, bool]:
-    """The time to headline on ``spec``: (estimate, layout, as asked). As asked when it fits; else the fastest layout
-    that fits on the fewest GPUs that fit at all (from the asked count up); None when no layout fits, since a time
-    for a layout that does not fit is not a time anyone can get."""
+    """The time to headline on ``spec``: (estimate, layout, as asked). As asked when it fits (with ``host``, the host
+    floor ``plan --probe-host`` timed for it); else the fastest layout that fits on the fewest GPUs that fit at all
+    (from the asked count up); None when no layout fits, since a time for a layout that does not fit is not a time
+    anyone can get."""
     if mem.total_bytes <= spec.memory_bytes:
         asked = f"{s.gpus} GPU" + ("s" if s.gpus > 1 else "") + (f" {s.shard}" if s.gpus > 1 and s.tp == 1 else "")
         return (
-            estimate_time(model, s, mem, spec, measured, work, calibration=cal),
+            estimate_time(model, s, mem, spec, measured, work, calibration=cal, host=host),
             asked + (f" tp {s.tp}" if s.tp > 1 else ""),
             True,
         )
@@ -276,14 +278,16 @@ def make_plan(
     gpu: str | None = None,
     db: str | Path | None = None,
     calibration: Calibration | None = None,
+    host: dict[str, float] | None = None,
 ) -> PlanResult:
     """The whole plan. ``gpu`` picks the GPU the headline time is for (default: the measured one, else H100);
-    ``calibration`` (``--calibration FILE``) is used for its own GPU model, every other GPU finds its own."""
+    ``calibration`` (``--calibration FILE``) is used for its own GPU model, every other GPU finds its own; ``host``
+    (``--probe-host``: seconds per phase, plan/probe.py) stands in for the host floor of the headline time as asked."""
     mem = estimate_memory(model, s)
     local = match_spec(str(measured["device"])) if measured and measured.get("device") else None
     time_spec = get_spec(gpu) if gpu else (local or get_spec("h100-sxm"))
     t, time_layout, as_asked = _headline(
-        model, s, mem, time_spec, _measured_for(time_spec, measured), work, calibration
+        model, s, mem, time_spec, _measured_for(time_spec, measured), work, calibration, host
     )
     fits = [_fit(model, s, mem, spec) for spec in all_specs()]
     fits.sort(key=lambda f: (not f.fits, f.fewest_gpus or 10**6, f.memory_bytes))
@@ -293,6 +297,14 @@ def make_plan(
     notes = []
     if s.task == "train" and t is not None and t.mfu is not None:
         notes.append(f"time assumes MFU {t.mfu:.1%} of the {time_spec.name} datasheet peak ({t.ceilings_source})")
+    if host:
+        probed = ", ".join(f"{k.replace('_', ' ')} {v * 1e3:.1f} ms" for k, v in host.items())
+        use = (
+            f"stands in for the calibration's in the {time_spec.name} time"
+            if as_asked
+            else (f"not used: the configuration as asked does not fit on the {time_spec.name}")
+        )
+        notes.append(f"host floor probed on this machine ({probed}): {use}")
     comm = estimate_comm(model, s, mem, t, time_spec, db)  # plan/comm.py; None on one GPU
     notes += comm.lines() if comm else []
     return PlanResult(

@@ -40,7 +40,7 @@ def shrink(model: TransformerSpec, positions: int, head_dim: int | None = None) 
     kv = HEADS if model.num_kv_heads >= model.num_heads else (1 if model.num_kv_heads == 1 else 2)
     cfg = dict(model.hf_config)
     if cfg.get("model_type") == "gpt2":
-        cfg.update(n_embd=width, n_head=HEADS, n_inner=None, vocab_size=VOCAB, n_positions=max(positions, 64))
+        cfg.update(n_embd=width, n_head=HEADS, n_inner=2 * width, vocab_size=VOCAB, n_positions=max(positions, 64))
     else:
         cfg.update(hidden_size=width, num_attention_heads=HEADS, num_key_value_heads=kv, head_dim=d,
                    intermediate_size=2 * width, vocab_size=VOCAB,

@@ -1,0 +1,133 @@
+"""`plan --probe-host` (plan/probe.py): the shrunk model keeps the real one's structure, the probe runs end to end on
+the CPU stand-in, its host floor replaces the calibration's phase by phase, and the CLI refuses it without a GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from gpukit.hardware.specs import get_spec
+from gpukit.plan.compute import estimate_time
+from gpukit.plan.memory import PlanSettings, estimate_memory
+from gpukit.plan.models import TransformerSpec, load_model
+from gpukit.plan.probe import shrink
+
+HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+HAS_TORCHVISION = importlib.util.find_spec("torchvision") is not None
+
+
+@pytest.mark.parametrize("name", ["gpt2", "qwen2-0.5b", "tinyllama-1.1b", "llama-2-7b"])
+def test_shrink_keeps_depth_head_size_and_sharing(name: str) -> None:
+    real = load_model(name)
+    assert isinstance(real, TransformerSpec)
+    small = shrink(real, positions=4096)
+    assert small.num_layers == real.num_layers and small.family == real.family
+    assert small.head_dim == real.head_dim and small.num_heads == 4 and small.vocab_size == 256
+    assert small.hidden_size == 4 * real.head_dim and small.intermediate_size == 2 * small.hidden_size
+    assert (small.num_kv_heads < small.num_heads) == (real.num_kv_heads < real.num_heads)  # GQA stays GQA
+    assert small.tied_embeddings == real.tied_embeddings and small.layernorm == real.layernorm
+    assert small.qkv_bias == real.qkv_bias and small.learned_positions == real.learned_positions
+    cfg = small.hf_config
+    assert cfg["model_type"] == real.hf_config["model_type"]
+    layers = cfg.get("n_layer", cfg.get("num_hidden_layers"))
+    assert layers == real.num_layers
+    assert cfg.get("n_positions", cfg.get("max_position_embeddings")) >= 4096
+    assert cfg.get("n_inner", cfg.get("intermediate_size")) == small.intermediate_size
+    assert small.params < real.params / 15  # a few percent of the width: the GPU has little to do
+    assert shrink(real, 4096, head_dim=16).hidden_size == 64
+
+
+def test_probed_host_replaces_the_calibrations_phase_by_phase() -> None:
+    model, s, spec = load_model("gpt2"), PlanSettings(batch=4, seq=512), get_spec("h200-sxm")
+    mem = estimate_memory(model, s)
+    base = estimate_time(model, s, mem, spec)
+    probed = estimate_time(model, s, mem, spec, host={"forward": 0.5})
+    by = {p["name"]: p for p in probed.phases}
+    was = {p["name"]: p for p in base.phases}
+    assert by["forward"]["bound"] == "host" and by["forward"]["host_s"] == pytest.approx(0.5 * 1.03, rel=0.01)
+    assert by["forward"]["gpu_s"] == was["forward"]["gpu_s"]  # the GPU side is the model's, untouched
+    assert by["backward"] == was["backward"] and by["optimizer"] == was["optimizer"]
+    assert probed.step_s == pytest.approx(base.step_s - was["forward"]["total_s"] + by["forward"]["total_s"])
+    assert "host floor probed on this machine" in probed.ceilings_source
+    assert "probed" not in base.ceilings_source
+    infer = PlanSettings(task="infer", batch=1, prompt=128, new_tokens=32)
+    mem_i = estimate_memory(model, infer)
+    slow = estimate_time(model, infer, mem_i, spec, host={"prefill": 0.01, "decode_token": 0.1})
+    assert slow.per_token_s is not None and slow.per_token_s >= 0.1
+    assert slow.total_s == pytest.approx(slow.prefill_s + 31 * slow.per_token_s)
+
+
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers not installed")
+@pytest.mark.parametrize(
+    ("name", "kw", "phases"),
+    [
+        ("gpt2", {"recipe": "fp32", "batch": 2, "seq": 32}, ("forward", "backward", "optimizer")),
+        (
+            "qwen2-0.5b",
+            {"recipe": "bf16", "batch": 1, "seq": 32, "checkpointing": True, "checkpoint_variant": "reentrant"},
+            ("forward", "backward", "optimizer"),
+        ),
+        ("tinyllama-1.1b", {"task": "infer", "batch": 1, "prompt": 16, "new_tokens": 4}, ("prefill", "decode_token")),
+    ],
+)
+def test_probe_runs_on_the_cpu_stand_in(name: str, kw: dict[str, Any], phases: tuple[str, ...]) -> None:
+    pytest.importorskip("torch")
+    from gpukit.plan.probe import probe_host
+
+    got = probe_host(load_model(name), PlanSettings(**kw), device="cpu", reps=1, warm=0)
+    assert tuple(got) == phases and all(v > 0 for v in got.values())
+
+
+@pytest.mark.skipif(not HAS_TORCHVISION, reason="torchvision not installed")
+def test_probe_times_a_cnn_at_batch_one() -> None:
+    pytest.importorskip("torch")
+    from gpukit.plan import probe
+
+    seen: list[int] = []
+    real = probe._inputs
+
+    def spy(torch: Any, model: Any, s: PlanSettings, device: str) -> Any:
+        seen.append(s.batch)
+        return real(torch, model, s, device)
+
+    probe._inputs = spy
+    try:
+        got = probe.probe_host(load_model("seed-cnn"), PlanSettings(recipe="fp32", batch=256), "cpu", reps=1, warm=0)
+    finally:
+        probe._inputs = real
+    assert seen == [1] and set(got) == {"forward", "backward", "optimizer"}
+
+
+def test_probe_refuses_what_it_cannot_time() -> None:
+    pytest.importorskip("torch")
+    from gpukit.errors import PlanError
+    from gpukit.plan.probe import probe_host
+
+    with pytest.raises(PlanError, match="one GPU"):
+        probe_host(load_model("gpt2"), PlanSettings(seq=128, gpus=2), device="cpu")
+    with pytest.raises(PlanError, match="training step"):
+        probe_host(replace(load_model("seed-cnn")), PlanSettings(task="infer"), device="cpu")
+
+
+def test_cli_probe_host_without_a_gpu_is_a_clear_error(run_cli: Any) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the probe would run")
+    r = run_cli("plan", "gpt2", "--seq", "256", "--probe-host")
+    assert r.exit_code == 2 and "error: --probe-host" in r.stderr and "hint:" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_plan_refuses_a_sequence_past_learned_positions(run_cli: Any) -> None:
+    r = run_cli("plan", "gpt2-medium", "--seq", "4096")
+    assert r.exit_code == 2 and "past gpt2-medium's 1,024 learned positions" in r.stderr and "hint:" in r.stderr
+    r = run_cli("plan", "gpt2", "--task", "infer", "--prompt", "1000", "--new-tokens", "100")
+    assert r.exit_code == 2 and "--prompt + --new-tokens 1,100" in r.stderr
+    ok = json.loads(run_cli("plan", "gpt2", "--json").stdout)  # no --seq: the model's 1024, not 2048
+    assert ok["settings"]["seq"] == 1024
+    rope = json.loads(run_cli("plan", "tinyllama-1.1b", "--seq", "8192", "--json").stdout)  # RoPE: no table
+    assert rope["settings"]["seq"] == 8192
