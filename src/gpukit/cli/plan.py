@@ -398,10 +398,17 @@ def register(app: typer.Typer) -> None:
         measured = measuring.load_ceilings(db)
         host = None
         if probe_host:
+            from gpukit.errors import PlanError
             from gpukit.plan.memory import validate
             from gpukit.plan.probe import probe_host as probe
 
             validate(spec, settings)  # a bad setting is refused before the GPU is touched
+            if settings.task != "train":
+                raise PlanError(
+                    "--probe-host times a training step: for generate() its per-token probe read no closer than the "
+                    "calibration (held-out p50 39 % against 21 %, benchmarks/plan-probe_h100_2026-12-05.md)",
+                    hint="leave --probe-host out for --task infer",
+                )
             host = probe(spec, settings)
             gpu = gpu or _local_gpu_key()  # the probe timed this machine: its GPU is the headline's
         result = advisor.make_plan(

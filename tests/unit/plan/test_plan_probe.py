@@ -1,11 +1,11 @@
 """`plan --probe-host` (plan/probe.py): the shrunk model keeps the real one's structure, the probe runs end to end on
-the CPU stand-in, its host floor replaces the calibration's phase by phase, and the CLI refuses it without a GPU."""
+the CPU stand-in, its host floor replaces the calibration's phase by phase, and the CLI refuses it without a GPU or
+for a CNN."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,7 +17,6 @@ from gpukit.plan.models import TransformerSpec, load_model
 from gpukit.plan.probe import shrink
 
 HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
-HAS_TORCHVISION = importlib.util.find_spec("torchvision") is not None
 
 
 @pytest.mark.parametrize("name", ["gpt2", "qwen2-0.5b", "tinyllama-1.1b", "llama-2-7b"])
@@ -82,26 +81,6 @@ def test_probe_runs_on_the_cpu_stand_in(name: str, kw: dict[str, Any], phases: t
     assert tuple(got) == phases and all(v > 0 for v in got.values())
 
 
-@pytest.mark.skipif(not HAS_TORCHVISION, reason="torchvision not installed")
-def test_probe_times_a_cnn_at_batch_one() -> None:
-    pytest.importorskip("torch")
-    from gpukit.plan import probe
-
-    seen: list[int] = []
-    real = probe._inputs
-
-    def spy(torch: Any, model: Any, s: PlanSettings, device: str) -> Any:
-        seen.append(s.batch)
-        return real(torch, model, s, device)
-
-    probe._inputs = spy
-    try:
-        got = probe.probe_host(load_model("seed-cnn"), PlanSettings(recipe="fp32", batch=256), "cpu", reps=1, warm=0)
-    finally:
-        probe._inputs = real
-    assert seen == [1] and set(got) == {"forward", "backward", "optimizer"}
-
-
 def test_probe_refuses_what_it_cannot_time() -> None:
     pytest.importorskip("torch")
     from gpukit.errors import PlanError
@@ -109,8 +88,8 @@ def test_probe_refuses_what_it_cannot_time() -> None:
 
     with pytest.raises(PlanError, match="one GPU"):
         probe_host(load_model("gpt2"), PlanSettings(seq=128, gpus=2), device="cpu")
-    with pytest.raises(PlanError, match="training step"):
-        probe_host(replace(load_model("seed-cnn")), PlanSettings(task="infer"), device="cpu")
+    with pytest.raises(PlanError, match="a CNN's is the calibration's"):
+        probe_host(load_model("resnet50"), PlanSettings(batch=8), device="cpu")
 
 
 def test_cli_probe_host_without_a_gpu_is_a_clear_error(run_cli: Any) -> None:
@@ -120,6 +99,11 @@ def test_cli_probe_host_without_a_gpu_is_a_clear_error(run_cli: Any) -> None:
     r = run_cli("plan", "gpt2", "--seq", "256", "--probe-host")
     assert r.exit_code == 2 and "error: --probe-host" in r.stderr and "hint:" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_cli_probe_host_is_for_training(run_cli: Any) -> None:
+    r = run_cli("plan", "gpt2", "--task", "infer", "--prompt", "128", "--probe-host")
+    assert r.exit_code == 2 and "times a training step" in r.stderr and "hint:" in r.stderr
 
 
 def test_plan_refuses_a_sequence_past_learned_positions(run_cli: Any) -> None:
