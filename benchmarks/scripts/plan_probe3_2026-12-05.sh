@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 25, 2026-12-05 (second session), call 3 of plan --probe-host (about 6 minutes, one GPU; the session's last
-# device time): plan --calibrate and all of NEW_HELD_OUT_6 with the probes, on whatever host comes.
+# Issue 25, 2026-12-05 (second session), call 3 of plan --probe-host (about 4 minutes, one GPU; the session's last
+# device time): plan --calibrate and NEW_HELD_OUT_6 with the probes (its training rows, as the time allows), on whatever host comes.
 #   OUT=$OUT bash benchmarks/scripts/plan_probe3_2026-12-05.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -10,7 +10,7 @@ mkdir -p "$OUT" /tmp/set6c
   grep -m1 "model name" /proc/cpuinfo; } > "$OUT/host.txt"
 (while true; do sleep 10; tar -czf "$OUT/runs.tgz" -C /tmp set6c 2>/dev/null; done) &
 saver=$!
-timeout 330 python3 benchmarks/scripts/plan_error_grid.py --out /tmp/set6c --set 6 --probe --budget-s 290 \
+timeout 215 python3 benchmarks/scripts/plan_error_grid.py --out /tmp/set6c --set 6 --probe --budget-s 165 \
   2>&1 | grep -v Warning | tail -20
 kill $saver
 tar -czf "$OUT/runs.tgz" -C /tmp set6c
