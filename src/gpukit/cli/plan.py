@@ -400,6 +400,7 @@ def register(app: typer.Typer) -> None:
         if probe_host:
             from gpukit.errors import PlanError
             from gpukit.plan.memory import validate
+            from gpukit.plan.probe import local_gpu_key
             from gpukit.plan.probe import probe_host as probe
 
             validate(spec, settings)  # a bad setting is refused before the GPU is touched
@@ -410,11 +411,13 @@ def register(app: typer.Typer) -> None:
                     hint="leave --probe-host out for --task infer",
                 )
             host = probe(spec, settings)
-            gpu = gpu or _local_gpu_key()  # the probe timed this machine: its GPU is the headline's
+            gpu = gpu or local_gpu_key()  # the probe timed this machine: its GPU is the headline's
         result = advisor.make_plan(
             spec, settings, work=work, prices=prices, measured=measured, gpu=gpu, db=db, calibration=cal, host=host
         )
         doc = result.to_dict()
+        if host:
+            doc["host_probe_s"] = host  # seconds per phase, timed here
         if measure:
             doc["measurement"] = _run_measure(spec, settings, doc, db, cal, host)
         if json_out:
@@ -424,16 +427,6 @@ def register(app: typer.Typer) -> None:
         if measure:
             _print_measure(doc["measurement"])
         return 0
-
-
-def _local_gpu_key() -> str | None:
-    """This machine's GPU as a catalog key (after ``--probe-host`` found one), or None for a GPU with no row."""
-    import torch
-
-    from gpukit.hardware.specs import match_spec
-
-    local = match_spec(torch.cuda.get_device_name())
-    return local.key if local else None
 
 
 def _work(spec: Any, tokens: str | None, samples: str | None) -> int | None:

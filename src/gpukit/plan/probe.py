@@ -27,7 +27,7 @@ from gpukit.errors import BackendUnavailable, PlanError
 from gpukit.plan.memory import PlanSettings
 from gpukit.plan.models import ModelSpec, TransformerSpec
 
-__all__ = ["probe_host", "shrink"]
+__all__ = ["local_gpu_key", "probe_host", "shrink"]
 
 HEADS, VOCAB = 4, 256
 
@@ -76,6 +76,16 @@ def probe_host(model: ModelSpec, s: PlanSettings, device: str = "cuda", reps: in
     if s.task == "train":
         return _train(torch, shrink(model, s.seq, head_dim), s, device, reps, warm)
     return _generate(torch, shrink(model, s.prompt + s.new_tokens, head_dim), s, device, reps, warm)
+
+
+def local_gpu_key() -> str | None:
+    """This machine's GPU as a catalog key (the headline GPU of a probed plan), or None for a GPU with no row."""
+    import torch
+
+    from gpukit.hardware.specs import match_spec
+
+    local = match_spec(torch.cuda.get_device_name())
+    return local.key if local else None
 
 
 def _sync(torch: Any, device: str) -> None:

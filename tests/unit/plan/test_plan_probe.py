@@ -115,3 +115,28 @@ def test_plan_refuses_a_sequence_past_learned_positions(run_cli: Any) -> None:
     assert ok["settings"]["seq"] == 1024
     rope = json.loads(run_cli("plan", "tinyllama-1.1b", "--seq", "8192", "--json").stdout)  # RoPE: no table
     assert rope["settings"]["seq"] == 8192
+
+
+def test_cli_probe_host_feeds_the_headline_time(run_cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wiring, with the probe itself stubbed (it needs a GPU): its seconds reach the headline time on this
+    machine's GPU, the time's source and a note say so, and the JSON carries what was probed."""
+    from gpukit.plan import probe
+
+    seen: list[tuple[str, int]] = []
+
+    def fake(model: Any, s: PlanSettings) -> dict[str, float]:
+        seen.append((model.name, s.seq))
+        return {"forward": 0.2, "backward": 0.3, "optimizer": 0.01}
+
+    monkeypatch.setattr(probe, "probe_host", fake)
+    monkeypatch.setattr(probe, "local_gpu_key", lambda: "h200-sxm")
+    args = ("plan", "gpt2", "--batch", "4", "--seq", "512", "--json")
+    plain = json.loads(run_cli(*args).stdout)
+    got = json.loads(run_cli(*args, "--probe-host").stdout)
+    assert seen == [("gpt2", 512)]
+    assert got["host_probe_s"] == {"forward": 0.2, "backward": 0.3, "optimizer": 0.01}
+    assert got["time"]["gpu"] == "h200-sxm" and "host floor probed on this machine" in got["time"]["ceilings_source"]
+    assert any(n.startswith("host floor probed on this machine (forward 200.0 ms") for n in got["memory_notes"])
+    assert got["time"]["step_s"] > 0.5 > plain["time"]["step_s"]  # 0.51 s of probed host against ~tens of ms
+    host = {p["name"]: p["host_s"] for p in got["time"]["phases"]}
+    assert host["forward"] == pytest.approx(0.2 * 1.03, rel=0.01)
