@@ -4,10 +4,10 @@ The calibration prices a transformer's host per layer from tiny models of 1, 4 a
 measured once and extrapolated to the real depth. The probe times the configuration itself instead: the same model
 with its widths shrunk (4 heads of its own head size, a 256-entry vocabulary; the same layers, norms, biases, attention
 kind, checkpointing variant, precision mode and optimizer), at the plan's batch and sequence, so that the GPU has
-almost nothing to do and each phase's time is the host's. On 29 held-out training configurations measured on two
-H100 hosts on 2026-12-05, it took the step time's error from p50 13.5 % / p90 29.0 % / max 53.4 % (the calibration's
-line) to 8.3 / 17.2 / 35.1 %; on the 9 of them chosen before the probe first ran, from 19.0 / 22.9 / 24.1 % to
-7.3 / 13.7 / 17.2 % (benchmarks/plan-probe_h100_2026-12-05.md). What it cannot remove is the host's own noise: two
+almost nothing to do and each phase's time is the host's. On 37 held-out training configurations measured on three
+H100 hosts on 2026-12-05, it took the step time's error from p50 12.4 % / p90 24.1 % / max 53.4 % (the calibration's
+line) to 8.2 / 17.2 / 35.1 %; on the 17 of them chosen before the probe first ran, from 10.4 / 20.0 / 24.1 % to
+7.3 / 14.2 / 19.8 % (benchmarks/plan-probe_h100_2026-12-05.md). What it cannot remove is the host's own noise: two
 probes a minute apart differed by up to 30 %. For ``generate()`` it read no closer than the calibration (p50 39 %
 against 21 % on 10 rows), so ``plan --probe-host`` times training steps only. A CNN's host floor is not probed: the
 calibration times the CNN presets themselves, and at batch 1 the probe read worse than it (p50 23 % against 9 %).
