@@ -48,19 +48,24 @@ def kind(row: dict[str, Any]) -> str:
 
 
 def errors(run: str) -> list[tuple[str, str, str, float]]:
-    """(run, kind, way, time error) of every measured row of ``run``."""
+    """(run, kind, way, time error) of every measured row of ``run`` (plan_error_table's SPEC and PROBE are set for
+    the run and put back after)."""
     meta = json.loads(_file(run, "meta.json").read_text())
-    table.SPEC = match_spec(meta.get("device", "")) or get_spec("h200-sxm")
     cal = load_calibration(_file(run, "calibration.json"))
     rows = [json.loads(x) for x in _file(run, "rows.jsonl").read_text().splitlines() if x.strip()]
     out = []
-    for way, probe in WAYS.items():
-        table.PROBE = probe
-        for row in rows:
-            if "measured" in row and (probe is None or table.probed(row)):
-                err = table.predict(row, cal, TIMING)["time_err"]
-                if err is not None:
-                    out.append((Path(run).name, kind(row), way, err))
+    spec, probe_was = table.SPEC, table.PROBE
+    table.SPEC = match_spec(meta.get("device", "")) or get_spec("h200-sxm")
+    try:
+        for way, probe in WAYS.items():
+            table.PROBE = probe
+            for row in rows:
+                if "measured" in row and (probe is None or table.probed(row)):
+                    err = table.predict(row, cal, TIMING)["time_err"]
+                    if err is not None:
+                        out.append((Path(run).name, kind(row), way, err))
+    finally:
+        table.SPEC, table.PROBE = spec, probe_was
     return out
 
 

@@ -8,7 +8,9 @@ Two kinds of calibration, each with the configurations that measure it:
 - ``shipped``: every held-out row of ``json/plan-error_h200_2026-12-05.json`` (seen and clean), predicted with the
   calibration that ships with gpukit (the rows ran on several H200 hosts, so host speed is in the spread);
 - ``calibrated``: the 16 clean held-out rows (``NEW_HELD_OUT_3``) predicted with the calibration that
-  ``plan --calibrate`` made on the same machine just before they were measured.
+  ``plan --calibrate`` made on the same machine just before they were measured;
+- ``probed``: ``plan --probe-host``, the held-out transformer training rows of
+  ``benchmarks/plan-probe_h100_2026-12-05.md`` (three H100 hosts) with the probe timed just before each was measured.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 import plan_error_table as pet  # noqa: E402
+import plan_probe_summary  # noqa: E402
 
 from gpukit.plan.calibration import load_calibration  # noqa: E402
 from gpukit.plan.profiles import TIMING  # noqa: E402
@@ -32,6 +35,9 @@ TABLE = "benchmarks/plan-error_h200_2026-12-05.md"
 PUBLISHED = ROOT / "benchmarks" / "json" / "plan-error_h200_2026-12-05.json"
 CLEAN = ROOT / "benchmarks" / "json" / "plan-error_h200_2026-12-04-new3"
 OUT = ROOT / "src" / "gpukit" / "plan" / "data" / "time_accuracy.json"
+PROBE_TABLE = "benchmarks/plan-probe_h100_2026-12-05.md"
+PROBED = [ROOT / "benchmarks" / "json" / f"plan-probe_h100_2026-12-05-{run}" for run in
+          ("a-set3", "a-set6", "b-set6", "b-set5", "c-set6")]  # fmt: skip
 
 
 def _stats(errors: list[float]) -> dict[str, float]:
@@ -60,7 +66,15 @@ def build() -> dict[str, Any]:
         "what": "|predicted / measured - 1| of step time (train) and warm generate() time (infer), held-out rows",
         "shipped": _by_task(held),
         "calibrated": _by_task(own),
+        "probed": _probed(),
     }
+
+
+def _probed() -> dict[str, Any]:
+    errs = [e for run in PROBED for _, kind, way, e in plan_probe_summary.errors(str(run))
+            if kind == "transformer training" and way == "probe before"]  # fmt: skip
+    hosts = {run.name.rsplit("-", 2)[-2] for run in PROBED}  # …-2026-12-05-<host>-<set>
+    return {"gpu": "NVIDIA H100 80GB HBM3", "hosts": len(hosts), "table": PROBE_TABLE, "train": _stats(errs)}
 
 
 def main() -> int:

@@ -116,6 +116,12 @@ def _accuracy_lines(d: dict[str, Any]) -> list[str]:
     a = t.get("accuracy") or {}
     what = "step time" if t.get("task") == "train" else "warm generate() time"
     several = d.get("settings", {}).get("gpus", 1) > 1
+    if a.get("probed"):
+        return [
+            f"  measured accuracy: {what} with the host floor probed on the machine was off by {a['p50']:.0%} at the "
+            f"median, {a['p90']:.0%} at p90 and {a['max']:.0%} at worst on {a['n']} held-out transformer "
+            f"configurations on {a['hosts']} {a['gpu']} hosts (docs/plan.md)"
+        ]
     if a.get("n"):
         line = (
             f"  measured accuracy: {what} was off by {a['p50']:.0%} at the median, {a['p90']:.0%} at p90 and "

@@ -277,15 +277,19 @@ def _accuracy_doc() -> dict[str, Any]:
     return json.loads(res.read_text(encoding="utf-8")) if res.is_file() else {}
 
 
-def time_accuracy(cal: Calibration, gpu_key: str, task: str) -> dict[str, Any]:
+def time_accuracy(cal: Calibration, gpu_key: str, task: str, probed: bool = False) -> dict[str, Any]:
     """How far predictions like this one were off when measured: |predicted / measured − 1| of step time (``task``
     "train") or warm ``generate()`` time ("infer") over held-out one-GPU configurations, for this kind of
     calibration (``data/time_accuracy.json``, made by ``benchmarks/scripts/plan_time_accuracy.py`` from the published
     error table). ``calibration`` is "shipped", "calibrated" (a ``plan --calibrate`` file) or "datasheet"; ``n`` 0
     means nothing was measured for this GPU model and calibration, and then ``reference`` holds the H200's figures
-    with its shipped calibration, for scale."""
+    with its shipped calibration, for scale. ``probed``: the host floor came from ``plan --probe-host``, measured on
+    its own (the H100 hosts of its table) for transformer training steps."""
     doc = _accuracy_doc()
     kind = "datasheet" if not cal.measured else "shipped" if "shipped with gpukit" in cal.source else "calibrated"
+    if probed and (p := doc.get("probed", {})).get(task):
+        return {"calibration": kind, "probed": True, "gpu": p["gpu"], "hosts": p.get("hosts"), "table": p["table"],
+                **p[task]}  # fmt: skip
     table = doc.get(kind if kind != "datasheet" else "shipped", {}).get(task)
     out: dict[str, Any] = {"calibration": kind, "gpu": doc.get("gpu"), "table": doc.get("table"), "n": 0}
     if table is None:

@@ -455,4 +455,4 @@ def estimate_time(
         est = _decode_time(model, s, mem, cal, spec, timing, host)
     if host:
         est = replace(est, ceilings_source=est.ceilings_source + "; host floor probed on this machine")
-    return replace(est, accuracy=time_accuracy(cal, spec.key, s.task))
+    return replace(est, accuracy=time_accuracy(cal, spec.key, s.task, probed=bool(host)))

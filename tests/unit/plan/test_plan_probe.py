@@ -140,3 +140,7 @@ def test_cli_probe_host_feeds_the_headline_time(run_cli: Any, monkeypatch: pytes
     assert got["time"]["step_s"] > 0.5 > plain["time"]["step_s"]  # 0.51 s of probed host against ~tens of ms
     host = {p["name"]: p["host_s"] for p in got["time"]["phases"]}
     assert host["forward"] == pytest.approx(0.2 * 1.03, rel=0.01)
+    assert got["time"]["accuracy"]["probed"] is True and got["time"]["accuracy"]["n"] == 37
+    monkeypatch.setenv("COLUMNS", "400")
+    text = " ".join(run_cli(*args[:-1], "--probe-host").stdout.split())
+    assert "measured accuracy: step time with the host floor probed on the machine was off by 8% at the median" in text
