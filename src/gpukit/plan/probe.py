@@ -70,6 +70,8 @@ def probe_host(model: ModelSpec, s: PlanSettings, device: str = "cuda", reps: in
                         hint="run it on the machine with the GPU, or leave --probe-host out")  # fmt: skip
     if s.gpus > 1 or s.tp > 1:
         raise PlanError("--probe-host times one GPU's host", hint="drop --gpus/--tp, or leave --probe-host out")
+    if not isinstance(model, TransformerSpec) and model.family != "cnn":
+        raise PlanError("--probe-host needs a model it can build", hint="give a preset or a config.json, not --params")
     if not isinstance(model, TransformerSpec):
         raise PlanError("--probe-host times a transformer's host floor; a CNN's is the calibration's",
                         hint="leave --probe-host out: plan --calibrate times the CNN presets themselves")  # fmt: skip
@@ -124,7 +126,7 @@ def _train(torch: Any, model: TransformerSpec, s: PlanSettings, device: str, rep
 
 def _generate(torch: Any, model: TransformerSpec, s: PlanSettings, device: str, reps: int, warm: int
               ) -> dict[str, float]:  # fmt: skip
-    """prefill = a 1-token generate(); a token = the share of each of ``n - 1`` more (as the calibration's)."""
+    """prefill = a 1-token generate(); a token = the share of each of up to 8 more (the calibration takes 16)."""
     from gpukit.plan import measure as m
 
     module = m.build_module(model, s, device).eval()

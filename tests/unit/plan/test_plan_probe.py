@@ -90,6 +90,8 @@ def test_probe_refuses_what_it_cannot_time() -> None:
         probe_host(load_model("gpt2"), PlanSettings(seq=128, gpus=2), device="cpu")
     with pytest.raises(PlanError, match="a CNN's is the calibration's"):
         probe_host(load_model("resnet50"), PlanSettings(batch=8), device="cpu")
+    with pytest.raises(PlanError, match="a model it can build"):
+        probe_host(load_model(None, "7B"), PlanSettings(), device="cpu")
 
 
 def test_cli_probe_host_without_a_gpu_is_a_clear_error(run_cli: Any) -> None:
