@@ -27,9 +27,12 @@ GiB = 1024**3
 CUDA_CONTEXT_BYTES = int(0.75 * GiB)  # REFERENCE: CUDA context and kernels ≈ 0.5–1 GiB per process
 NCCL_BYTES = int(1.5 * GiB)  # REFERENCE: NCCL initialisation ≈ 1.5 GiB more per rank
 FRAGMENTATION = 0.05
-# cuBLAS/cuDNN workspaces come from PyTorch's caching allocator, so they are in the allocated count: 65–115 MiB
-# measured on an H200 with torch 2.11 beside weights + optimizer state.
-WORKSPACE_BYTES = 80 * 1024**2  # reserved − allocated, as a fraction of allocated, typical of a steady training loop
+# cuBLAS/cuDNN workspaces come from PyTorch's caching allocator, so they are in the allocated count. cuBLAS keeps one
+# per thread's handle and stream (32 MiB by default on Hopper). A training step runs GEMMs on two threads, the forward
+# on the caller's and the backward on autograd's device thread: 65–115 MiB measured on an H200 with torch 2.11
+# beside weights + optimizer state. generate() runs them on one: with the training figure its rows read +0.4 to
+# +9.6 % over, with half −0.5 to +2.3 % (ten rows on two H100 hosts, benchmarks/plan-probe_h100_2026-12-05.md).
+WORKSPACE_BYTES = 80 * 1024**2  # a training step's
 
 RECIPES = ("fp32", "amp-bf16", "bf16-master", "bf16")
 OPTIMIZERS = ("adamw", "adam", "sgd", "adafactor", "adam8bit")  # adam: AdamW's memory (the same two moments)
@@ -293,11 +296,12 @@ def kv_cache_bytes(model: TransformerSpec, batch: int, tokens: int, kv_dtype: st
 
 
 def _finish(parts: dict[str, float], peak: float, s: PlanSettings, notes: list[str]) -> MemoryBreakdown:
-    peak += WORKSPACE_BYTES
+    workspace = WORKSPACE_BYTES if s.task == "train" else WORKSPACE_BYTES // 2  # GEMMs on two threads, or one
+    peak += workspace
     overhead = CUDA_CONTEXT_BYTES + (NCCL_BYTES if s.gpus > 1 else 0) + FRAGMENTATION * peak
     return MemoryBreakdown(
         **{k: int(v) for k, v in parts.items()},
-        workspace_bytes=WORKSPACE_BYTES,
+        workspace_bytes=workspace,
         overhead_bytes=int(overhead),
         peak_allocated_bytes=int(peak),
         reserved_bytes=int(peak * (1 + FRAGMENTATION)),
