@@ -7,6 +7,7 @@ phase peaks, a generate() call, the history record, the grid row) runs end to en
 from __future__ import annotations
 
 import importlib.util
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -54,7 +55,8 @@ def cpu_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(torch.cuda, name, value)
 
 
-def test_measure_trains_the_seed_cnn(cpu_cuda: None) -> None:
+def test_measure_trains_the_seed_cnn(cpu_cuda: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(measuring, "TIMED_S", 0.0)  # no extra samples for a short step: the asked steps alone
     m = measuring.measure(load_model("seed-cnn"), PlanSettings(task="train", recipe="fp32", batch=4), steps=5)
     assert m.device_name == "CPU stand-in" and m.step_s is not None and m.step_s > 0
     # steps 4 and 5; step 1 allocates Adam state, step 2 records phase peaks, step 3 runs under the profiler
@@ -65,6 +67,15 @@ def test_measure_trains_the_seed_cnn(cpu_cuda: None) -> None:
     # the stand-in reports 500 bytes allocated before the run (and a peak above 1000): they are not the run's
     assert 500 < m.peak_allocated_bytes < 1000 + 10**6 - 500
     assert all(v < 10**6 for k, v in m.phases.items() if k.endswith("_allocated_bytes"))
+
+
+def test_a_short_step_gets_more_samples(cpu_cuda: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = PlanSettings(task="train", recipe="fp32", batch=4)
+    monkeypatch.setattr(measuring, "TIMED_S", 1e9)  # every step is short against this: capped at MAX_TIMED
+    monkeypatch.setattr(measuring, "MAX_TIMED", 7)
+    m = measuring.measure(load_model("seed-cnn"), s, steps=5)
+    assert len(m.step_samples_s) == 7 and m.step_s == statistics.median(m.step_samples_s)
+    assert len(measuring.measure(load_model("seed-cnn"), s, steps=3).step_samples_s) == 1  # a quick look: as asked
 
 
 def test_cublas_workspaces_are_released_before_the_base_is_read(
