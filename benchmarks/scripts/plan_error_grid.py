@@ -256,8 +256,46 @@ NEW_HELD_OUT_6: list[tuple[str, dict[str, Any], int | None, bool]] = [
     ("tinyllama-1.1b", T(task=INFER, batch=2, prompt=256, new_tokens=64), None, True),
     ("llama-2-7b", T(task=INFER, batch=1, prompt=2048, new_tokens=32), None, True),
 ]
-# --set N measures one set alone: 0 the fit grid, 1 … 6 the held-out sets in the order they were chosen
-SETS = [CONFIGS, NEW_HELD_OUT, NEW_HELD_OUT_2, NEW_HELD_OUT_3, NEW_HELD_OUT_4, NEW_HELD_OUT_5, NEW_HELD_OUT_6]
+# Held out and never measured, chosen and committed on 2026-12-05 (the second session, after set 6 had run on three
+# H100 hosts) for the first H200 run of ``plan --probe-host`` and of the one-workspace generate() memory: their
+# clean test there. ``--set 7``.
+NEW_HELD_OUT_7: list[tuple[str, dict[str, Any], int | None, bool]] = [
+    ("seed-cnn", T(task=TRAIN, recipe="bf16", batch=128), None, True),
+    ("resnet50", T(task=TRAIN, recipe="fp32", batch=96), 160, True),
+    ("gpt2", T(task=TRAIN, recipe="amp-bf16", batch=16, seq=512), None, True),
+    (
+        "gpt2",
+        T(task=TRAIN, recipe="bf16", batch=2, seq=1024, checkpointing=True, checkpoint_variant="reentrant"),
+        None,
+        True,
+    ),
+    ("gpt2-medium", T(task=TRAIN, recipe="fp32", batch=4, seq=1024), None, True),
+    ("gpt2-medium", T(task=TRAIN, recipe="amp-bf16", batch=16, seq=256, checkpointing=True), None, True),
+    ("qwen2-0.5b", T(task=TRAIN, recipe="bf16", batch=32, seq=256), None, True),
+    ("qwen2-0.5b", T(task=TRAIN, recipe="fp32", batch=2, seq=2048, checkpointing=True), None, True),
+    ("tinyllama-1.1b", T(task=TRAIN, recipe="amp-bf16", batch=8, seq=256), None, True),
+    ("tinyllama-1.1b", T(task=TRAIN, recipe="bf16", batch=4, seq=2048, checkpointing=True), None, True),
+    (
+        "llama-2-7b",
+        T(task=TRAIN, recipe="bf16", batch=1, seq=2048, checkpointing=True, checkpoint_variant="reentrant"),
+        None,
+        True,
+    ),
+    ("gpt2", T(task=INFER, batch=4, prompt=256, new_tokens=128), None, True),
+    ("gpt2-medium", T(task=INFER, batch=8, prompt=256, new_tokens=32), None, True),
+    ("tinyllama-1.1b", T(task=INFER, batch=4, prompt=1024, new_tokens=32), None, True),
+]
+# --set N measures one set alone: 0 the fit grid, 1 … 7 the held-out sets in the order they were chosen
+SETS = [
+    CONFIGS,
+    NEW_HELD_OUT,
+    NEW_HELD_OUT_2,
+    NEW_HELD_OUT_3,
+    NEW_HELD_OUT_4,
+    NEW_HELD_OUT_5,
+    NEW_HELD_OUT_6,
+    NEW_HELD_OUT_7,
+]
 ALL = [row for rows in SETS for row in rows]
 
 
