@@ -405,6 +405,7 @@ def register(app: typer.Typer) -> None:
         host = None
         if probe_host:
             from gpukit.errors import PlanError
+            from gpukit.hardware.specs import get_spec
             from gpukit.plan.memory import validate
             from gpukit.plan.probe import local_gpu_key
             from gpukit.plan.probe import probe_host as probe
@@ -416,8 +417,14 @@ def register(app: typer.Typer) -> None:
                     "calibration (held-out p50 39 % against 21 %, benchmarks/plan-probe_h100_2026-12-05.md)",
                     hint="leave --probe-host out for --task infer",
                 )
+            local = local_gpu_key()
+            if gpu and local and get_spec(gpu).key != local:
+                raise PlanError(
+                    f"--probe-host times this machine's host, and --gpu {gpu} is not this machine's GPU ({local})",
+                    hint="leave --gpu out to plan for this machine, or leave --probe-host out",
+                )
             host = probe(spec, settings)
-            gpu = gpu or local_gpu_key()  # the probe timed this machine: its GPU is the headline's
+            gpu = gpu or local  # the probe timed this machine: its GPU is the headline's
         result = advisor.make_plan(
             spec, settings, work=work, prices=prices, measured=measured, gpu=gpu, db=db, calibration=cal, host=host
         )

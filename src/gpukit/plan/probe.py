@@ -81,11 +81,16 @@ def probe_host(model: ModelSpec, s: PlanSettings, device: str = "cuda", reps: in
 
 
 def local_gpu_key() -> str | None:
-    """This machine's GPU as a catalog key (the headline GPU of a probed plan), or None for a GPU with no row."""
-    import torch
-
+    """This machine's GPU as a catalog key (the headline GPU of a probed plan), or None: no CUDA GPU (the probe says
+    so), or one with no row."""
+    try:
+        import torch
+    except ImportError:
+        return None
     from gpukit.hardware.specs import match_spec
 
+    if not torch.cuda.is_available():
+        return None
     local = match_spec(torch.cuda.get_device_name())
     return local.key if local else None
 

@@ -146,3 +146,6 @@ def test_cli_probe_host_feeds_the_headline_time(run_cli: Any, monkeypatch: pytes
     monkeypatch.setenv("COLUMNS", "400")
     text = " ".join(run_cli(*args[:-1], "--probe-host").stdout.split())
     assert "measured accuracy: step time with the host floor probed on the machine was off by 8% at the median" in text
+    other = run_cli(*args, "--probe-host", "--gpu", "a100-80gb")  # another machine's host: not what was probed
+    assert other.exit_code == 2 and "is not this machine's GPU (h200-sxm)" in other.stderr and "hint:" in other.stderr
+    assert seen == [("gpt2", 512)] * 2  # refused before probing
