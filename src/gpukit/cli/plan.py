@@ -324,7 +324,7 @@ def register(app: typer.Typer) -> None:
         ),
         batch: int = typer.Option(1, "--batch", help="Micro-batch per GPU (sequences or images)."),
         seq: int | None = typer.Option(
-            None, "--seq", help="Training sequence length [default: 2048, or the model's positions where fewer]."
+            None, "--seq", help="Training sequence length (default: 2048, or the model's positions where fewer)."
         ),
         checkpointing: bool = typer.Option(False, "--checkpointing", help="Activation checkpointing per layer."),
         checkpointing_variant: str = typer.Option(
