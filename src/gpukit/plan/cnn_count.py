@@ -4,7 +4,8 @@ The presets' constants (``models.CNN_PRESETS``) are counted at their own resolut
 seed CNN) and pinned by a test. ``--image-size`` recounts them from the torch module itself, built on the ``meta``
 device (shapes only: no memory, no arithmetic, well under a second), with forward hooks on its leaf modules — the
 same rule the presets were counted by: every leaf output is kept for backward except in-place ReLUs and views, and
-a max-pool keeps its int64 indices too (3 elements' worth per output). FLOPs are 2 × the multiply-adds of the convs
+a max-pool keeps its int64 indices too (3 elements' worth per output; memory.py prices the indices at 8 bytes in
+every precision from ``pool_index_elems``). FLOPs are 2 × the multiply-adds of the convs
 and linear layers. The seed CNN's dense layer grows with the image, so its parameter count changes too.
 """
 
@@ -34,8 +35,9 @@ def _module(spec: CnnSpec, image_size: int) -> Any:
     raise PlanError(f"--image-size needs a CNN preset, and '{spec.name}' is not one", hint="use resnet50 or seed-cnn")
 
 
-def count_cnn(spec: CnnSpec, image_size: int) -> tuple[int, int, int]:
-    """(parameters, activation elements kept per sample, forward FLOPs per sample) of the real module."""
+def count_cnn(spec: CnnSpec, image_size: int) -> tuple[int, int, int, int]:
+    """(parameters, activation elements kept per sample, forward FLOPs per sample, max-pool outputs per sample) of
+    the real module."""
     try:
         import torch
         import torch.nn as nn
@@ -46,7 +48,7 @@ def count_cnn(spec: CnnSpec, image_size: int) -> tuple[int, int, int]:
         ) from exc
     with torch.device("meta"):
         module = _module(spec, image_size)
-    acts, flops = [0], [0]
+    acts, flops, pooled = [0], [0], [0]
 
     def hook(mod: nn.Module, inp: tuple[Any, ...], out: Any) -> None:
         if isinstance(mod, nn.Conv2d):
@@ -57,6 +59,7 @@ def count_cnn(spec: CnnSpec, image_size: int) -> tuple[int, int, int]:
         if isinstance(mod, nn.ReLU | nn.Flatten | nn.Identity | nn.Dropout):
             return  # in-place or views: no new storage
         acts[0] += out.numel() * (3 if isinstance(mod, nn.MaxPool2d) else 1)
+        pooled[0] += out.numel() if isinstance(mod, nn.MaxPool2d) else 0
 
     handles = [m.register_forward_hook(hook) for m in module.modules() if not list(m.children())]
     x = torch.zeros(1, 3, image_size, image_size, device="meta")
@@ -64,7 +67,7 @@ def count_cnn(spec: CnnSpec, image_size: int) -> tuple[int, int, int]:
         module(x)
     for h in handles:
         h.remove()
-    return sum(p.numel() for p in module.parameters()), acts[0] + x.numel(), flops[0]
+    return sum(p.numel() for p in module.parameters()), acts[0] + x.numel(), flops[0], pooled[0]
 
 
 def at_image_size(spec: ModelSpec, image_size: int) -> CnnSpec:
@@ -82,7 +85,12 @@ def at_image_size(spec: ModelSpec, image_size: int) -> CnnSpec:
         )
     if image_size == spec.image_size:
         return spec
-    params, acts, flops = count_cnn(spec, image_size)
+    params, acts, flops, pooled = count_cnn(spec, image_size)
     return dataclasses.replace(
-        spec, params=params, image_size=image_size, act_elems_per_sample=acts, flops_per_sample=flops
+        spec,
+        params=params,
+        image_size=image_size,
+        act_elems_per_sample=acts,
+        flops_per_sample=flops,
+        pool_index_elems=pooled,
     )

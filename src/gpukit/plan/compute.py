@@ -33,7 +33,13 @@ from gpukit.plan.calibration import (
     interp_rate,
     time_accuracy,
 )
-from gpukit.plan.memory import MemoryBreakdown, PlanSettings, activation_bytes, estimate_memory
+from gpukit.plan.memory import (
+    MemoryBreakdown,
+    PlanSettings,
+    activation_bytes,
+    estimate_memory,
+    pool_index_extra_bytes,
+)
 from gpukit.plan.models import CnnSpec, ModelSpec, TransformerSpec
 from gpukit.plan.profiles import TIMING, TimingProfile
 
@@ -293,7 +299,9 @@ def _cnn_train(m: CnnSpec, s: PlanSettings, mem: MemoryBreakdown, cal: Calibrati
     # a deep CNN at its body convolutions' rate; a shallow one (the seed CNN: one 3-channel convolution) by size
     body = conv_body_rate(rates) if m.weight_layers >= 10 else None
     fwd = fwd_flops / ((body or interp_rate(rates, per_layer)) * 1e12)
-    traffic = mem.activations_bytes * t.cnn_elementwise_passes / (cal.bandwidth_gbps * 1e9)
+    # the element-wise kernels' bytes; the max-pool indices' exact size (memory.py) is written once, not passed over
+    acts = mem.activations_bytes - pool_index_extra_bytes(m, s)
+    traffic = acts * t.cnn_elementwise_passes / (cal.bandwidth_gbps * 1e9)
     host = cal.host_cnn.get(f"{_cnn_key(m)}|{s.mode}", {})
     resnet = cal.host_cnn.get(f"resnet50|{s.mode}", {})  # another CNN: ResNet-50's host cost per weight layer
 

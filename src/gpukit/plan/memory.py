@@ -114,6 +114,12 @@ class MemoryBreakdown:
         return d
 
 
+def pool_index_extra_bytes(model: CnnSpec, s: PlanSettings) -> float:
+    """What a CNN's max-pool indices (int64: 8 bytes in every precision) add to the activations beyond the two
+    elements' worth each that ``act_elems_per_sample`` gives them (at the precision's bytes per element)."""
+    return model.pool_index_elems * s.batch * (8 - 2 * CNN_PROFILES[s.mode].bytes_per_elem)
+
+
 def default_seq(model: ModelSpec) -> int:
     """The training sequence when none is given: 2048 tokens, or a model's learned positions where fewer (GPT-2)."""
     return min(2048, getattr(model, "learned_positions", 0) or 2048)
@@ -226,11 +232,12 @@ def activation_bytes(model: ModelSpec, s: PlanSettings) -> tuple[float, float, l
         prof = CNN_PROFILES[s.mode]
         acts = model.act_elems_per_sample * s.batch * prof.bytes_per_elem
         extra = model.backward_extra if model.backward_extra is not None else prof.backward_extra
+        index_fix = pool_index_extra_bytes(model, s)
         if s.checkpointing:
             notes.append("checkpointing is not modelled for CNNs: activations as without it")
         if s.recipe == "amp-bf16":
             acts += 2.0 * model.params  # autocast keeps bf16 copies of the weights for backward
-        return acts, acts * extra, notes
+        return acts + index_fix, acts * extra, notes
     m, p = model, profile_for(model.family, s.mode)
     sb = s.seq * s.batch
     layer = sb * (

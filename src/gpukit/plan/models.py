@@ -140,6 +140,7 @@ class CnnSpec:
     weight_layers: int = 0  # conv + linear layers (host launch cost)
     backward_extra: float | None = None  # measured backward-peak excess, when the profile's does not fit this net
     param_tensors: int = 0  # parameter tensors (the optimizer's per-tensor host cost); 0: two per weight layer
+    pool_index_elems: int = 0  # max-pool outputs per sample, whose int64 indices are kept for backward
 
     kind = "cnn"
 
@@ -245,8 +246,11 @@ CNN_PRESETS: dict[str, CnnSpec] = {
         "torchvision:resnet50",
         54,
         param_tensors=161,
+        pool_index_elems=200_704,
     ),
-    "seed-cnn": CnnSpec("seed-cnn", "cnn", 3_937_409, 64, 2, 227_681, 14_515_200, "gpukit:seed_cnn", 3, 0.75, 6),
+    "seed-cnn": CnnSpec(
+        "seed-cnn", "cnn", 3_937_409, 64, 2, 227_681, 14_515_200, "gpukit:seed_cnn", 3, 0.75, 6, pool_index_elems=30_752
+    ),
 }
 
 

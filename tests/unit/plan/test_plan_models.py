@@ -254,3 +254,29 @@ def test_cnn_constants_match_the_real_modules() -> None:
     r, s = CNN_PRESETS["resnet50"], CNN_PRESETS["seed-cnn"]
     assert _count_cnn(torchvision.models.resnet50(), 224) == (r.params, r.act_elems_per_sample)
     assert _count_cnn(seed_cnn(64, 2), 64) == (s.params, s.act_elems_per_sample)
+    # the max-pool outputs, whose int64 indices are priced at 8 bytes: ResNet-50's stem pool, the seed CNN's one pool
+    assert r.pool_index_elems == 64 * 56 * 56 and s.pool_index_elems == 32 * 31 * 31
+
+
+@pytest.mark.skipif(not HAS_TORCHVISION, reason="torchvision not installed")
+def test_recounting_at_the_presets_own_size_gives_the_preset() -> None:
+    from gpukit.plan.cnn_count import count_cnn
+
+    for name in ("resnet50", "seed-cnn"):
+        p = CNN_PRESETS[name]
+        assert count_cnn(p, p.image_size) == (p.params, p.act_elems_per_sample, p.flops_per_sample, p.pool_index_elems)
+
+
+def test_a_max_pools_indices_are_eight_bytes_in_every_precision() -> None:
+    from dataclasses import replace
+
+    from gpukit.plan.memory import PlanSettings, activation_bytes
+    from gpukit.plan.profiles import CNN_PROFILES
+
+    seed = CNN_PRESETS["seed-cnn"]
+    for recipe, mode in (("fp32", "fp32"), ("amp-bf16", "amp"), ("bf16", "bf16")):
+        s = PlanSettings(recipe=recipe, batch=100)
+        with_idx, _, _ = activation_bytes(seed, s)
+        without, _, _ = activation_bytes(replace(seed, pool_index_elems=0), s)
+        counted = 2 * CNN_PROFILES[mode].bytes_per_elem  # what act_elems already gives each index
+        assert with_idx - without == pytest.approx(100 * seed.pool_index_elems * (8 - counted))
