@@ -11,18 +11,32 @@ switch interval `gpukit serve` sets. The model is a stand-in: ``prepare`` stacks
 processes are the HTTP workers: each runs the real ``PipeClient`` on an asyncio loop and keeps ``--outstanding``
 requests of a 64×64 decoded image in flight (a closed loop, as 64 clients over 8 workers). Reported: this
 process's CPU (all its threads) per request, requests per second, and the clients' mean round trip.
+
+``--model seed-cnn|resnet50`` puts the real ``ModelRunner`` (random weights, warmed as the server warms it) on
+``--device`` in place of the stand-in, with each batch's ``prepare`` and ``execute`` timed on the wall clock and on
+their thread's CPU clock (``Timed``), and ``--profile PATH`` writes what the torch profiler saw in the middle half of
+the last run, every thread of this process where the torch has the switch (2.14 has; else a warning): the ops and
+CUDA runtime calls by host time, per batch. On the
+H200 that is the seed CNN's per-batch CUDA side (issue 27: its next step):
+
+    PYTHONPATH=src python3 benchmarks/scripts/serve_model_cpu.py --model seed-cnn --device cuda --workers 8 \
+        --outstanding 8 --repeats 2 --json $OUT/seed.json --profile $OUT/seed-profile.txt
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing as mp
 import os
 import platform
+import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -84,13 +98,58 @@ async def _worker(conn: Any, outstanding: int, side: int, seconds: float, result
     results.put(stats)
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
+class Timed:
+    """A runner's ``prepare`` and ``execute``, each timed per batch on the wall clock and on its thread's CPU clock:
+    a stage whose CPU time is near its wall time is the host's work (launches, Python, the GIL's hand-overs); one
+    whose CPU time is far below it waits (for the GPU, a synchronisation, or the GIL)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.times: dict[str, list[tuple[float, float]]] = {"prepare": [], "execute": []}
+
+    def _timed(self, stage: str, fn: Any, arg: Any) -> Any:
+        w, c = time.perf_counter(), time.thread_time()
+        out = fn(arg)
+        self.times[stage].append((time.perf_counter() - w, time.thread_time() - c))
+        return out
+
+    def prepare(self, items: list[Any]) -> Any:
+        return self._timed("prepare", self.inner.prepare, items)
+
+    def execute(self, staged: Any) -> Any:
+        return self._timed("execute", self.inner.execute, staged)
+
+    def summary(self) -> dict[str, float]:
+        """Median wall and CPU milliseconds of each stage, then cleared (one run's worth)."""
+        out = {}
+        for stage, rows in self.times.items():
+            if rows:
+                out[f"{stage}_wall_ms"] = statistics.median(r[0] for r in rows) * 1e3
+                out[f"{stage}_cpu_ms"] = statistics.median(r[1] for r in rows) * 1e3
+            rows.clear()
+        return out
+
+
+def real_runner(args: argparse.Namespace, folder: Path) -> Any:
+    """The served model's own runner on ``args.device``, warmed (random weights: the cost does not depend on them)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from serve_h200 import checkpoint
+
+    from gpukit.serve.model import ModelRunner
+
+    path = checkpoint(folder / args.model, args.model, args.side)
+    runner = ModelRunner(path, args.device, args.max_batch, "bf16" if args.model == "resnet50" else "off")
+    runner.warm()
+    return Timed(runner)
+
+
+def measure(args: argparse.Namespace, runner: Any = None, profile: Path | None = None) -> dict[str, Any]:
     from gpukit.serve.batcher import Batcher
     from gpukit.serve.ipc import serve_pipe
 
     sys.setswitchinterval(0.0005)  # as gpukit serve's model process
     ctx = mp.get_context("spawn")
-    runner = StandIn(args.max_batch, args.side, args.prep_ms / 1e3, args.exec_ms / 1e3)
+    runner = runner or StandIn(args.max_batch, args.side, args.prep_ms / 1e3, args.exec_ms / 1e3)
     batcher = Batcher(runner, args.max_batch, args.max_wait_ms / 1e3, 4096)
     batcher.start()
     results = ctx.Queue()
@@ -103,21 +162,53 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         procs.append(p)
         serve_pipe(ours, batcher, (3, args.side, args.side))  # its thread reads this worker's requests
     time.sleep(args.seconds * 0.25)  # warm: the clients started, the queues steady
+    batches0 = batcher.stats.batches
     images0, c0, t0 = batcher.stats.images, time.process_time(), time.monotonic()
-    time.sleep(args.seconds * 0.5)
+    with _profiled(profile, args.device) as prof:
+        time.sleep(args.seconds * 0.5)
     images1, c1, t1 = batcher.stats.images, time.process_time(), time.monotonic()
+    if prof is not None and profile is not None:
+        write_profile(prof, profile, batcher.stats.batches - batches0)
     per_worker = [results.get(timeout=args.seconds + 30) for _ in procs]
     for p in procs:
         p.join(10)
     batcher.stop()
     answered = sum(w["answered"] for w in per_worker)
+    stages = runner.summary() if isinstance(runner, Timed) else {}
     return {
+        **stages,
         "cpu_us_per_request": (c1 - c0) / max(1, images1 - images0) * 1e6,
         "req_per_s": (images1 - images0) / (t1 - t0),
         "mean_batch": batcher.stats.images / max(1, batcher.stats.batches),
         "rtt_ms": sum(w["rtt_s"] for w in per_worker) / max(1, answered) * 1e3,
         "errors": sum(w["errors"] for w in per_worker),
     }
+
+
+def _profiled(path: Path | None, device: str) -> Any:
+    if path is None:
+        return contextlib.nullcontext()
+    import torch
+
+    cuda = device.startswith("cuda")
+    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+    config = torch._C._profiler._ExperimentalConfig
+    try:  # the batcher's and the pipes' threads, not only this one (torch ≥ 2.14 has the switch)
+        cfg = config(profile_all_threads=True, enable_cuda_sync_events=cuda)
+    except TypeError:
+        print("warning: this torch profiles the main thread only: the profile will hold little", file=sys.stderr)
+        cfg = config(enable_cuda_sync_events=cuda)
+    return torch.profiler.profile(activities=acts, experimental_config=cfg)
+
+
+def write_profile(prof: Any, path: Path, batches: int) -> None:
+    """Host time per batch of each op and CUDA runtime call (self time: its own, not its children's)."""
+    rows = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    lines = [f"# {batches} batches profiled; host µs per batch (self), calls per batch, name"]
+    for e in rows[:60]:
+        per = e.self_cpu_time_total / max(1, batches)
+        lines.append(f"{per:10.1f} {e.count / max(1, batches):8.2f}  {e.key}")
+    path.write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:
@@ -133,18 +224,28 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--model", choices=("seed-cnn", "resnet50"), help="the real ModelRunner instead of the stand-in")
+    ap.add_argument("--device", default="cpu", help="with --model: cpu | cuda")
+    ap.add_argument("--profile", type=Path, help="the torch profiler's per-batch host time of the last run, here")
     args = ap.parse_args()
-    runs = [measure(args) for _ in range(args.repeats)]
+    if args.model == "resnet50" and args.side == 64:
+        args.side = 224
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = real_runner(args, Path(tmp)) if args.model else None
+        runs = [measure(args, runner, args.profile if i == args.repeats - 1 else None) for i in range(args.repeats)]
     for r in runs:
+        stages = "".join(
+            f", {k.replace('_ms', '')} {v:.2f} ms" for k, v in r.items() if k.endswith("_ms") and k != "rtt_ms"
+        )
         print(
             f"{args.label:>8}: {r['cpu_us_per_request']:6.1f} µs CPU/request, {r['req_per_s']:8.0f} req/s, "
-            f"batch {r['mean_batch']:5.1f}, round trip {r['rtt_ms']:.2f} ms, errors {r['errors']}",
+            f"batch {r['mean_batch']:5.1f}, round trip {r['rtt_ms']:.2f} ms, errors {r['errors']}{stages}",
             flush=True,
         )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"label": args.label, "args": vars(args), "runs": runs, "python": platform.python_version(),
-                       "cpus": os.cpu_count()}, f, indent=1)  # fmt: skip
+                       "cpus": os.cpu_count()}, f, indent=1, default=str)  # fmt: skip
 
 
 if __name__ == "__main__":
