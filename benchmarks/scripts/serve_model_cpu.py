@@ -130,6 +130,75 @@ class Timed:
         return out
 
 
+VARIANTS = ("main", "nosync", "pinned-out", "onethread")
+
+
+def _nosync_prepare(stager: Any) -> Any:
+    """``Stager.prepare`` without its closing ``stream.synchronize()``: the slot's ``ready`` event orders the
+    executor, and the slot's pinned buffer is waited for only when it is written again (three batches later)."""
+    import torch
+
+    from gpukit.serve.staging import Staged
+
+    copied: dict[int, Any] = {}
+
+    def prepare(items: list[Any]) -> Any:
+        k = stager._next
+        slot, stream = stager.slots[k], stager.stream
+        stager._next = (k + 1) % len(stager.slots)
+        if k in copied:
+            copied[k].synchronize()  # the last copy out of this pinned buffer has run
+        with torch.inference_mode(), torch.cuda.stream(stream):
+            stream.wait_event(slot.free)
+            errors, shapes = stager._fill(slot.x, items, slot.pinned)
+            slot.ready.record(stream)
+        copied[k] = slot.ready
+        return Staged(slot.x, len(items), errors, slot, shapes)
+
+    return prepare
+
+
+def _pinned_out_execute(runner: Any) -> Any:
+    """``ModelRunner.execute`` with the results copied into a pinned host buffer and waited for on an event,
+    instead of ``.cpu()`` (a pageable allocation and a synchronous copy)."""
+    import torch
+
+    host = torch.empty(tuple(runner.result.shape), dtype=torch.float32).pin_memory()
+    done = torch.cuda.Event()
+
+    def execute(staged: Any) -> Any:
+        n = staged.n
+        with torch.inference_mode(), torch.cuda.stream(runner.exec_stream):
+            runner.exec_stream.wait_event(staged.slot.ready)
+            runner.batch_in[:n].copy_(staged.x[:n])
+            staged.slot.free.record(runner.exec_stream)
+            for start in range(0, n, runner.pass_rows):
+                rows = min(runner.pass_rows, n - start)
+                runner.static_in[:rows].copy_(runner.batch_in[start : start + rows])
+                out = runner._run_static(rows)
+                runner.result[start : start + rows].copy_(out[:rows])
+            host[:n].copy_(runner.result[:n], non_blocking=True)
+            done.record(runner.exec_stream)
+        done.synchronize()
+        return host[:n].numpy().copy(), staged.errors
+
+    return execute
+
+
+class OneThread:
+    """Both stages on the executing thread: ``prepare`` hands the items over, ``execute`` stages and runs them
+    (one GPU wait per batch instead of two, no overlap between batches)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def prepare(self, items: list[Any]) -> Any:
+        return items
+
+    def execute(self, items: Any) -> Any:
+        return self.inner.execute(self.inner.prepare(items))
+
+
 def real_runner(args: argparse.Namespace, folder: Path) -> Any:
     """The served model's own runner on ``args.device``, warmed (random weights: the cost does not depend on them)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -140,14 +209,18 @@ def real_runner(args: argparse.Namespace, folder: Path) -> Any:
     path = checkpoint(folder / args.model, args.model, args.side)
     runner = ModelRunner(path, args.device, args.max_batch, "bf16" if args.model == "resnet50" else "off")
     runner.warm()
-    return Timed(runner)
+    if args.variant == "nosync":
+        runner.stager.prepare = _nosync_prepare(runner.stager)
+    if args.variant == "pinned-out":
+        runner.execute = _pinned_out_execute(runner)
+    return Timed(OneThread(runner) if args.variant == "onethread" else runner)
 
 
 def measure(args: argparse.Namespace, runner: Any = None, profile: Path | None = None) -> dict[str, Any]:
     from gpukit.serve.batcher import Batcher
     from gpukit.serve.ipc import serve_pipe
 
-    sys.setswitchinterval(0.0005)  # as gpukit serve's model process
+    sys.setswitchinterval(args.switch_ms / 1e3)  # 0.5 ms: as gpukit serve's model process
     ctx = mp.get_context("spawn")
     runner = runner or StandIn(args.max_batch, args.side, args.prep_ms / 1e3, args.exec_ms / 1e3)
     batcher = Batcher(runner, args.max_batch, args.max_wait_ms / 1e3, 4096)
@@ -227,6 +300,8 @@ def main() -> None:
     ap.add_argument("--model", choices=("seed-cnn", "resnet50"), help="the real ModelRunner instead of the stand-in")
     ap.add_argument("--device", default="cpu", help="with --model: cpu | cuda")
     ap.add_argument("--profile", type=Path, help="the torch profiler's per-batch host time of the last run, here")
+    ap.add_argument("--switch-ms", type=float, default=0.5, help="the GIL switch interval (gpukit serve: 0.5)")
+    ap.add_argument("--variant", choices=VARIANTS, default="main", help="with --model: a change to the runner, tried")
     args = ap.parse_args()
     if args.model == "resnet50" and args.side == 64:
         args.side = 224
