@@ -13,6 +13,7 @@ from gpukit.serve.config import BATCH_DECODERS, ServeConfig
 from gpukit.serve.decode import warm_decoder
 from gpukit.serve.metrics import Metrics
 from gpukit.serve.model import ModelRunner
+from gpukit.serve.staging import host_share_threads
 
 __all__ = ["Engine", "start_engine"]
 
@@ -39,7 +40,7 @@ def start_engine(
     metrics.observe_engine(choice.engine, choice.precision, _gate_state(choice), choice.build_s)
     warm_decoder(runner.info.image_size)
     if config.decode in BATCH_DECODERS:
-        runner.warm_batch_decoder(config.decode)
+        runner.warm_batch_decoder(config.decode, host_share_threads(config.batch_decode_threads))
 
     read_at = 0.0
 
