@@ -30,6 +30,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--max-batch", type=int, default=128)
     args = ap.parse_args()
+    sys.setswitchinterval(0.0005)  # as gpukit serve's model process (the first run of 2026-12-05 had Python's 5 ms)
     import torch
 
     from gpukit.serve.model import ModelRunner
