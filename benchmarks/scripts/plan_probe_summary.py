@@ -6,9 +6,10 @@ ways from the same rows and calibration: the calibration's host floor (what ``gp
     PYTHONPATH=src python3 benchmarks/scripts/plan_probe_summary.py \
         benchmarks/json/plan-probe_h100_2026-12-05-{a-set3,a-set6,b-set6,b-set5}
 
-Each argument is a run's file prefix (``PREFIX_rows.jsonl``, ``PREFIX_calibration.json``, ``PREFIX_meta.json``) or a
-run directory (``rows.jsonl`` …). Rows are grouped as transformer training, CNN training (probed at batch 1 by the
-first version of the probe, dropped since) and generate(); the shipped TimingProfile predicts every one.
+Each argument is a run's file prefix (``PREFIX_rows.jsonl``, ``PREFIX_calibration.json``, ``PREFIX_meta.json``) or a run
+directory (``rows.jsonl`` …); ``--rows RUN…`` prints every row's error each way instead. Rows are grouped as transformer
+training, CNN training (probed at batch 1 by the first version of the probe, dropped since) and generate(); the shipped
+TimingProfile predicts every one.
 """
 
 from __future__ import annotations
@@ -69,7 +70,31 @@ def errors(run: str) -> list[tuple[str, str, str, float]]:
     return out
 
 
+def per_row(run: str) -> None:
+    """``--rows``: every measured row of ``run`` with its time error each way (no probe: "–")."""
+    meta = json.loads(_file(run, "meta.json").read_text())
+    cal = load_calibration(_file(run, "calibration.json"))
+    rows = [json.loads(x) for x in _file(run, "rows.jsonl").read_text().splitlines() if x.strip()]
+    spec, probe_was = table.SPEC, table.PROBE
+    table.SPEC = match_spec(meta.get("device", "")) or get_spec("h200-sxm")
+    print(f"\n| {Path(run).name}: configuration | " + " | ".join(WAYS) + " |\n|---|" + "---:|" * len(WAYS))
+    try:
+        for row in (r for r in rows if "measured" in r):
+            cells = []
+            for probe in WAYS.values():
+                table.PROBE = probe
+                err = table.predict(row, cal, TIMING)["time_err"] if probe is None or table.probed(row) else None
+                cells.append("–" if err is None else f"{err:+.1%}")
+            print(f"| {row['config']} | " + " | ".join(cells) + " |")
+    finally:
+        table.SPEC, table.PROBE = spec, probe_was
+
+
 def main(runs: list[str]) -> int:
+    if runs and runs[0] == "--rows":
+        for run in runs[1:]:
+            per_row(run)
+        return 0
     got = [e for run in runs for e in errors(run)]
     shipped = {"transformer training": "probe before", "CNN training": "calibration"}  # plan --probe-host's
     got += [(r, k, "plan --probe-host", e) for r, k, w, e in got if shipped.get(k) == w]

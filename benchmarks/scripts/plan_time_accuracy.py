@@ -10,7 +10,7 @@ Two kinds of calibration, each with the configurations that measure it:
 - ``calibrated``: the 16 clean held-out rows (``NEW_HELD_OUT_3``) predicted with the calibration that
   ``plan --calibrate`` made on the same machine just before they were measured;
 - ``probed``: ``plan --probe-host``, the held-out transformer training rows of
-  ``benchmarks/plan-probe_h100_2026-12-05.md`` (three H100 hosts) with the probe timed just before each was measured.
+  ``benchmarks/plan-probe_h100_2026-12-05.md`` (four H100 hosts) with the probe timed just before each was measured.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ CLEAN = ROOT / "benchmarks" / "json" / "plan-error_h200_2026-12-04-new3"
 OUT = ROOT / "src" / "gpukit" / "plan" / "data" / "time_accuracy.json"
 PROBE_TABLE = "benchmarks/plan-probe_h100_2026-12-05.md"
 PROBED = [ROOT / "benchmarks" / "json" / f"plan-probe_h100_2026-12-05-{run}" for run in
-          ("a-set3", "a-set6", "b-set6", "b-set5", "c-set6")]  # fmt: skip
+          ("a-set3", "a-set6", "b-set6", "b-set5", "c-set6", "d-set7")]  # fmt: skip
 
 
 def _stats(errors: list[float]) -> dict[str, float]:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 27, one device call: (1) the seed CNN's model process alone (real ModelRunner on CUDA, real Batcher and
 # pipes, 8 spawned PipeClient workers, 8 requests in flight each), runner variants and a shorter GIL switch
-# interval, in turn; (2) ResNet-50's model process with a share of the JPEGs decoded on host threads.
+# interval, in turn; (2) ResNet-50's model process with a share of the JPEGs decoded on host threads (that part ran
+# on commit 26574ae, whose HostShare was dropped after it: benchmarks/serve-host-share_h100_2026-12-05.md).
 #   OUT=$OUT bash benchmarks/scripts/serve_seed_variants_2026-12-05.sh
 set -u
 OUT=${OUT:?}
@@ -21,4 +22,3 @@ run onethread --variant onethread
 run switch0.2 --switch-ms 0.2
 run main2
 run profile --repeats 1 --profile "$OUT/seed-profile.txt"
-timeout 240 python3 benchmarks/scripts/serve_host_share_probe.py 2>&1 | tail -12

@@ -105,39 +105,3 @@ def test_nvjpeg_from_the_pinned_buffer_decodes_what_pageable_bytes_decode(monkey
     kept = decoder._bitstreams
     assert not decoder._pinned(jpegs[:2])[0].is_pinned()
     assert decoder._bitstreams is kept
-
-
-def test_nvjpeg_with_a_host_share_stages_what_nvjpeg_alone_stages(ckpt: Path) -> None:
-    """Half of each batch decoded by libjpeg-turbo on host threads (``HostShare``) beside nvJPEG: the staged batch
-    is nvJPEG's within a level or two on average (their IDCTs and chroma upsampling differ), row for row, over three
-    batches (the pinned host buffer reused); an image of another size is resized as before; a broken JPEG fails
-    alone with nvJPEG's error."""
-    from PIL import Image
-
-    rng = np.random.default_rng(4)
-    jpegs = []
-    for side in [64] * 20 + [40, 96]:
-        buf = io.BytesIO()
-        Image.fromarray(rng.integers(0, 256, (side, side, 3), dtype=np.uint8)).save(buf, "JPEG", quality=90)
-        jpegs.append(buf.getvalue())
-    jpegs.append(jpegs[3][: len(jpegs[3]) // 3])  # cut inside its scan
-    runner = ModelRunner(ckpt, "cuda", max_batch=64, amp="off", cuda_graphs=True)
-    staged = {}
-    for threads in (0, 3):
-        runner.warm_batch_decoder("nvjpeg", threads)
-        host = runner.stager.decoder.host
-        assert (host is not None) == (threads > 0)
-        for k, batch in enumerate((jpegs, jpegs[::-1], jpegs)):
-            if host is not None:
-                host.share = 0.5
-            s = runner.prepare(batch)
-            staged[threads, k] = (s.x[: s.n].clone(), s.errors)
-        if host is not None:
-            assert host.rates, "the host side decoded none of the batch"
-            host.close()
-    for k in range(3):
-        (a, errors_a), (b, errors_b) = staged[0, k], staged[3, k]
-        assert [e is None for e in errors_a] == [e is None for e in errors_b]
-        assert sum(e is not None for e in errors_b) == 1
-        per_row = (a.int() - b.int()).abs().float().flatten(1).mean(1)  # a row from another image: about 85 here
-        assert float(per_row.max()) < 2.0, per_row.tolist()

@@ -1,16 +1,17 @@
 """`plan --probe-host`: the host floor of this very configuration, timed on this machine in a few seconds.
 
 The calibration prices a transformer's host per layer from tiny models of 1, 4 and 8 layers (plan/calibrate.py),
-measured once and extrapolated to the real depth. The probe times the configuration itself instead: the same model
-with its widths shrunk (4 heads of its own head size, a 256-entry vocabulary; the same layers, norms, biases, attention
-kind, checkpointing variant, precision mode and optimizer), at the plan's batch and sequence, so that the GPU has
-almost nothing to do and each phase's time is the host's. On 37 held-out training configurations measured on three
-H100 hosts on 2026-12-05, it took the step time's error from p50 12.4 % / p90 24.1 % / max 53.4 % (the calibration's
-line) to 8.2 / 17.2 / 35.1 %; on the 17 of them chosen before the probe first ran, from 10.4 / 20.0 / 24.1 % to
-7.3 / 14.2 / 19.8 % (benchmarks/plan-probe_h100_2026-12-05.md). What it cannot remove is the host's own noise: two
-probes a minute apart differed by up to 30 %. For ``generate()`` it read no closer than the calibration (p50 39 %
-against 21 % on 10 rows), so ``plan --probe-host`` times training steps only. A CNN's host floor is not probed: the
-calibration times the CNN presets themselves, and at batch 1 the probe read worse than it (p50 23 % against 9 %).
+measured once and extrapolated to the real depth. The probe times the configuration itself instead: the same model with
+its widths shrunk (4 heads of its own head size, a 256-entry vocabulary; the same layers, norms, biases, attention kind,
+checkpointing variant, precision mode and optimizer), at the plan's batch and sequence, so that the GPU has almost
+nothing to do and each phase's time is the host's. On 46 held-out training configurations measured on four H100 hosts on
+2026-12-05, it took the step time's error from p50 10.9 % / p90 23.3 % / max 53.4 % (the calibration's line) to 8.0 /
+19.8 / 44.9 % (benchmarks/plan-probe_h100_2026-12-05.md). It is not closer on every host: on the last clean set (9 rows)
+it read 4.7 / 22.8 / 44.9 % against the calibration's 3.8 / 17.0 / 18.7 %. What it cannot remove is the host's own
+noise: two probes of one configuration a minute apart differed by up to 45 %. For ``generate()`` it read no closer than
+the calibration (p50 39 % against 21 % on 10 rows), so ``plan --probe-host`` times training steps only. A CNN's host
+floor is not probed: the calibration times the CNN presets themselves, and at batch 1 the probe read worse than it (p50
+23 % against 9 %).
 
 Needs torch, transformers and a CUDA GPU (or ``device="cpu"``: tests).
 """

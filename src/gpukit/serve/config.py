@@ -45,9 +45,6 @@ class ServeConfig:
     # nvjpeg on CUDA (pil for a model input of at most PIL_SIDE px), pil on a CPU (``resolve_auto``)
     decode: str = "auto"
     decode_threads: int = 0  # threads decoding images per HTTP process; 0 = chosen from the CPU count
-    # host threads of the model process decoding a share of each batch's JPEGs beside nvJPEG (CUDA); None: chosen
-    # from the CPU count (gpukit.serve.staging.host_share_threads), 0: none
-    batch_decode_threads: int | None = None
     engine: str | None = None  # auto, eager, compile, tensorrt (gpukit.serve.engines); None: CUDA_ENGINE on CUDA,
     # eager on a CPU (``resolve_auto``)
     gate_images: Path | None = None  # the accuracy gate's images (else the run's validation split, else synthetic)
@@ -63,7 +60,6 @@ class ServeConfig:
             (self.max_pixels >= 1, "--max-pixels must be at least 1"),
             (1 <= self.decode_memory_mb <= 1024 * 1024, "--decode-memory-mb must be in [1, 1048576]"),
             (0 <= self.decode_threads <= 256, "--decode-threads must be in 0..256"),
-            (0 <= (self.batch_decode_threads or 0) <= 64, "--batch-decode-threads must be in 0..64"),
             (0 <= self.port <= 65535, "--port must be in 0..65535"),
             (self.amp in ("off", "bf16"), "--amp must be off or bf16"),
             (self.decode in DECODERS, f"--decode must be one of {', '.join(DECODERS)}"),

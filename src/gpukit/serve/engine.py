@@ -13,7 +13,6 @@ from gpukit.serve.config import BATCH_DECODERS, ServeConfig
 from gpukit.serve.decode import warm_decoder
 from gpukit.serve.metrics import Metrics
 from gpukit.serve.model import ModelRunner
-from gpukit.serve.staging import host_share_threads
 
 __all__ = ["Engine", "start_engine"]
 
@@ -40,7 +39,7 @@ def start_engine(
     metrics.observe_engine(choice.engine, choice.precision, _gate_state(choice), choice.build_s)
     warm_decoder(runner.info.image_size)
     if config.decode in BATCH_DECODERS:
-        runner.warm_batch_decoder(config.decode, host_share_threads(config.batch_decode_threads))
+        runner.warm_batch_decoder(config.decode)
 
     read_at = 0.0
 

@@ -26,7 +26,6 @@ streams; ``execute``'s ``.cpu()`` is its one sync point.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpukit.serve.engines import engine_net
-from gpukit.serve.staging import BatchDecoder, HostShare, Staged, Stager
+from gpukit.serve.staging import BatchDecoder, Staged, Stager
 
 if TYPE_CHECKING:
     import torch
@@ -275,18 +274,14 @@ class ModelRunner:
             return out  # type: ignore[no-any-return]
         return self._forward(self.static_in[:bucket])
 
-    def warm_batch_decoder(self, kind: str = "nvjpeg", host_threads: int = 0) -> None:
+    def warm_batch_decoder(self, kind: str = "nvjpeg") -> None:
         """Decode JPEGs per batch with ``kind`` (one of ``gpukit.serve.config.BATCH_DECODERS``) and run it once, so
-        the first request does not pay for its import and set-up. With nvJPEG on CUDA and ``host_threads``, a share
-        of each batch is decoded by libjpeg-turbo on that many host threads meanwhile (``HostShare``)."""
+        the first request does not pay for its import and set-up."""
         import io
 
         from PIL import Image
 
-        host = None
-        if kind == "nvjpeg" and self.cuda and host_threads > 0 and importlib.util.find_spec("simplejpeg"):
-            host = HostShare(host_threads, self.info.image_size, self.max_batch, self.device)
-        self.stager.decoder = BatchDecoder(kind, self.device, self.stager.stream, host)
+        self.stager.decoder = BatchDecoder(kind, self.device, self.stager.stream)
 
         buf = io.BytesIO()
         Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(buf, "JPEG")

@@ -5,8 +5,7 @@ Launches per batch, not per image: the JPEGs are decoded in one batched call (``
 torchvision on CUDA, Pillow one by one on a CPU device, since torchvision's CPU image decoding is deprecated;
 ``--decode nvimgcodec``: nvImageCodec's hybrid backend, Huffman decoding on host threads and the rest on the GPU;
 ``nvimgcodec-hw``: its hardware JPEG engines; on a CPU device both take its libjpeg-turbo backend; see
-``BatchDecoder``; on an H200 nvJPEG served the most, benchmarks/serve-decode_h200_2026-12-02.md; with nvJPEG on
-CUDA a share of each batch is decoded by libjpeg-turbo on host threads meanwhile: ``HostShare``); images that
+``BatchDecoder``; on an H200 nvJPEG served the most, benchmarks/serve-decode_h200_2026-12-02.md); images that
 already are S×S are ``torch.stack``-ed straight into the staging buffer (one kernel); the others are resized in
 groups of one input shape (one ``interpolate`` per group, bilinear, antialiased, as before); pre-decoded uint8
 images go through one pinned host buffer and one copy.
@@ -24,12 +23,7 @@ Stream rules (CUDA), kept by ``Stager.prepare`` and the runner's ``execute``:
 
 from __future__ import annotations
 
-import importlib
-import itertools
 import os
-import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +31,7 @@ import numpy as np
 
 from gpukit.serve.config import BATCH_DECODERS
 
-__all__ = ["PINNED_JPEG_BYTES", "BatchDecoder", "HostShare", "Staged", "Stager", "host_share_threads"]
+__all__ = ["PINNED_JPEG_BYTES", "BatchDecoder", "Staged", "Stager"]
 
 PINNED_JPEG_BYTES = 64 << 20  # at most this much pinned host memory holds a batch's JPEG bytes for nvJPEG
 
@@ -150,7 +144,7 @@ class BatchDecoder:
     """A batch of JPEG bytes → a list of uint8 (3, H, W) tensors on ``device``, or the exception of each image that
     failed (it fails alone). ``kind`` is a ``BATCH_DECODERS`` value. All GPU work is ordered on ``stream``."""
 
-    def __init__(self, kind: str, device: str, stream: Any = None, host: HostShare | None = None) -> None:
+    def __init__(self, kind: str, device: str, stream: Any = None) -> None:
         if kind not in BATCH_DECODERS:
             raise ValueError(f"decoder {kind!r}: one of {', '.join(BATCH_DECODERS)}")
         self.kind, self.device, self.stream = kind, device, stream
@@ -164,7 +158,6 @@ class BatchDecoder:
         # image (CUDA array interface / DLPack), a look-up 2 µs; a reused image keeps its buffer, so its view too
         self._views: dict[tuple[Any, ...], Any] = {}
         self._bitstreams: Any = None  # nvjpeg on CUDA: the batch's JPEG bytes, in pinned host memory (see _pinned)
-        self.host = host if kind == "nvjpeg" and self.cuda else None  # a share decoded on host threads meanwhile
         if kind != "nvjpeg":
             self._nv = self._nvimgcodec()
 
@@ -189,9 +182,7 @@ class BatchDecoder:
         if self.kind == "nvjpeg":
             if not self.cuda:
                 return [_pil_decode(d) for d in datas]
-            if self.host is not None:
-                return self.host.decode(datas, self._nvjpeg)
-            return self._nvjpeg(datas)
+            return _torchvision_decode(self._pinned(datas), self.device)
         import torch
 
         nv, decoder, params = self._nv
@@ -215,9 +206,6 @@ class BatchDecoder:
                 t = self._view(img, stream)
             out.append(t.permute(2, 0, 1))
         return out
-
-    def _nvjpeg(self, datas: list[bytes]) -> list[Any]:
-        return _torchvision_decode(self._pinned(datas), self.device) if datas else []
 
     def _pinned(self, datas: list[bytes]) -> list[Any]:
         """The JPEGs as CPU uint8 tensors for nvJPEG: slices of one pinned host buffer, reused every batch.
@@ -255,124 +243,6 @@ class BatchDecoder:
         if view is None:
             view = self._views[key] = torch.as_tensor(img, device=self.device)
         return view
-
-
-def host_share_threads(requested: int | None, cpus: int | None = None) -> int:
-    """The host threads of ``HostShare``: ``requested``, or (None) a quarter of the CPUs, at most 4; none on a host
-    of fewer than 8 CPUs, whose cores the HTTP processes need."""
-    if requested is not None:
-        return requested
-    cpus = cpus if cpus is not None else os.cpu_count() or 1
-    return 0 if cpus < 8 else min(4, cpus // 4)
-
-
-class HostShare:
-    """A share of each batch's JPEGs decoded by libjpeg-turbo (simplejpeg, which releases the GIL) on ``threads``
-    host threads while the GPU decoder (nvJPEG) decodes the rest, so the batch is ready sooner.
-
-    Why: on an H200 serving ResNet-50 the preparing thread decoded 79 JPEGs with nvJPEG in 6.7 ms (about 11,700
-    img/s), the bound of the whole server, with 11 of the host's 16 cores idle
-    (benchmarks/serve-headline_h200_2026-12-05.md). The share adapts after every batch so that both sides finish
-    together: from the images per second each side decoded, ``share`` moves a quarter of the way towards
-    host rate / (host rate + GPU rate).
-
-    The host side decodes straight into one reused pinned (n, S, S, 3) buffer (an S×S image; another size gets its
-    own array), which goes to the device in one copy on the current stream; each image is a (3, S, S) view of that.
-    The caller must not call again before that copy has run (``Stager.prepare`` synchronises its stream before it
-    returns). An image libjpeg-turbo refuses is decoded by the GPU decoder after all, whose answer (pixels or the
-    error) is the rule, as without this share. Pixels match the GPU decoder's within a few levels (their IDCTs and
-    chroma upsampling differ), as Pillow's do."""
-
-    def __init__(self, threads: int, size: int, max_batch: int, device: str, share: float = 0.3) -> None:
-        import torch
-
-        if threads < 1:
-            raise ValueError("HostShare needs at least one thread")
-        self.threads, self.size, self.device, self.share = threads, size, device, share
-        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="gpukit-jpeg")
-        self.pool.submit(importlib.import_module, "simplejpeg").result()  # fails here, not on the first batch
-        buf = torch.empty((max_batch, size, size, 3), dtype=torch.uint8)
-        self.buffer = buf.pin_memory() if device.startswith("cuda") else buf
-        self.rates: dict[str, float] = {}  # images per second of each side, the last batch that had both
-
-    def count(self, n: int) -> int:
-        """How many of a batch of ``n`` the host side takes (the rest: the GPU decoder; at least one there)."""
-        return min(n - 1, round(self.share * n)) if n > 1 else 0
-
-    def decode(self, datas: list[bytes], gpu: Callable[[list[bytes]], list[Any]]) -> list[Any]:
-        """``datas`` → (3, H, W) uint8 tensors on the device or each one's exception, in order; ``gpu`` decodes a
-        list the same way (the nvJPEG call)."""
-        k = self.count(len(datas))
-        if k == 0:
-            return gpu(datas)
-        head, tail = datas[: len(datas) - k], datas[len(datas) - k :]
-        t0 = time.perf_counter()
-        chunks = [self.pool.submit(self._chunk, tail, rows) for rows in _split(k, self.threads)]
-        out = gpu(head)
-        t_gpu = time.perf_counter() - t0
-        host, t_host = self._gather(chunks)
-        self._adapt(len(head) / max(t_gpu, 1e-6), k / max(t_host - t0, 1e-6))
-        retry = [i for i, img in enumerate(host) if img is None]
-        for i, img in zip(retry, gpu([tail[i] for i in retry]), strict=True):
-            host[i] = img
-        return out + host
-
-    def _chunk(self, datas: list[bytes], rows: range) -> tuple[dict[int, Any], float]:
-        """Decode ``datas[rows]`` on this thread: {row: None (in the buffer) | an (H, W, 3) array | False}, the end."""
-        import simplejpeg
-
-        s, out = self.size, {}
-        buffer = self.buffer.numpy()
-        for i in rows:
-            try:
-                height, width, _, _ = simplejpeg.decode_jpeg_header(datas[i])
-                if (height, width) == (s, s):
-                    simplejpeg.decode_jpeg(datas[i], colorspace="RGB", buffer=buffer[i])
-                    out[i] = None
-                else:
-                    out[i] = simplejpeg.decode_jpeg(datas[i], colorspace="RGB")
-            except Exception:  # refused (ValueError) or failed: the GPU decoder's answer is the rule
-                out[i] = False
-        return out, time.perf_counter()
-
-    def _gather(self, chunks: list[Future[tuple[dict[int, Any], float]]]) -> tuple[list[Any], float]:
-        """The host side's images in order (None: for the GPU decoder after all) and when its last thread ended."""
-        import torch
-
-        done: dict[int, Any] = {}
-        end = 0.0
-        for chunk in chunks:
-            part, t = chunk.result()
-            done.update(part)
-            end = max(end, t)
-        k = len(done)
-        staged = any(v is None for v in done.values())
-        on_device = self.buffer[:k].to(self.device, non_blocking=True) if staged else None
-        images: list[Any] = []
-        for i in range(k):
-            v = done[i]
-            if v is None:
-                images.append(on_device[i].permute(2, 0, 1))  # type: ignore[index]
-            elif v is False:
-                images.append(None)
-            else:
-                images.append(torch.from_numpy(v).to(self.device).permute(2, 0, 1))
-        return images, end
-
-    def _adapt(self, gpu_rate: float, host_rate: float) -> None:
-        self.rates = {"gpu": gpu_rate, "host": host_rate}
-        self.share += 0.25 * (host_rate / (host_rate + gpu_rate) - self.share)
-        self.share = min(0.95, max(0.02, self.share))
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _split(n: int, parts: int) -> list[range]:
-    """``range(n)`` in at most ``parts`` consecutive pieces of nearly equal length."""
-    parts = max(1, min(parts, n))
-    bounds = [n * j // parts for j in range(parts + 1)]
-    return [range(a, b) for a, b in itertools.pairwise(bounds) if b > a]
 
 
 def _current_device() -> int:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import gpukit.plan
 from gpukit.hardware.specs import get_spec
 from gpukit.plan.compute import estimate_time
 from gpukit.plan.memory import PlanSettings, estimate_memory
@@ -142,7 +144,9 @@ def test_cli_probe_host_feeds_the_headline_time(run_cli: Any, monkeypatch: pytes
     assert got["time"]["step_s"] > 0.5 > plain["time"]["step_s"]  # 0.51 s of probed host against ~tens of ms
     host = {p["name"]: p["host_s"] for p in got["time"]["phases"]}
     assert host["forward"] == pytest.approx(0.2 * 1.03, rel=0.01)
-    assert got["time"]["accuracy"]["probed"] is True and got["time"]["accuracy"]["n"] == 37
+    shipped = json.loads((Path(gpukit.plan.__file__).parent / "data" / "time_accuracy.json").read_text())["probed"]
+    assert shipped["train"]["n"] == 46  # the 46 held-out rows of four H100 hosts (plan-probe_h100_2026-12-05.md)
+    assert got["time"]["accuracy"]["probed"] is True and got["time"]["accuracy"]["n"] == shipped["train"]["n"]
     monkeypatch.setenv("COLUMNS", "400")
     text = " ".join(run_cli(*args[:-1], "--probe-host").stdout.split())
     assert "measured accuracy: step time with the host floor probed on the machine was off by 8% at the median" in text

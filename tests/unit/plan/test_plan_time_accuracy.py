@@ -27,15 +27,15 @@ def test_the_shipped_figures_are_the_published_tables() -> None:
     # what the published error table says (benchmarks/plan-error_h200_2026-12-05.md)
     assert SHIPPED["calibrated"]["train"] == {"n": 14, "p50": 0.1039, "p90": 0.3096, "max": 0.3201}
     assert SHIPPED["shipped"]["train"]["n"] == 50 and SHIPPED["shipped"]["infer"]["n"] == 8
-    # benchmarks/plan-probe_h100_2026-12-05.md: 37 transformer training rows, the probe timed before each
-    assert SHIPPED["probed"]["train"] == {"n": 37, "p50": 0.0821, "p90": 0.1717, "max": 0.351}
-    assert SHIPPED["probed"]["hosts"] == 3 and "infer" not in SHIPPED["probed"]
+    # benchmarks/plan-probe_h100_2026-12-05.md: 46 transformer training rows (hosts A-D), the probe timed before each
+    assert SHIPPED["probed"]["train"] == {"n": 46, "p50": 0.0798, "p90": 0.1982, "max": 0.4492}
+    assert SHIPPED["probed"]["hosts"] == 4 and "infer" not in SHIPPED["probed"]
 
 
 def test_a_probed_time_gets_the_probes_figures() -> None:
     h200 = find_calibration(get_spec("h200-sxm"))
     a = time_accuracy(h200, "h200-sxm", "train", probed=True)
-    assert a["probed"] is True and a["n"] == 37 and a["gpu"] == "NVIDIA H100 80GB HBM3" and a["hosts"] == 3
+    assert a["probed"] is True and a["n"] == 46 and a["gpu"] == "NVIDIA H100 80GB HBM3" and a["hosts"] == 4
     assert "probed" not in time_accuracy(h200, "h200-sxm", "train")
     assert "probed" not in time_accuracy(h200, "h200-sxm", "infer", probed=True)  # never measured: not claimed
 
