@@ -21,6 +21,9 @@ H200 that is the seed CNN's per-batch CUDA side (issue 27: its next step):
 
     PYTHONPATH=src python3 benchmarks/scripts/serve_model_cpu.py --model seed-cnn --device cuda --workers 8 \
         --outstanding 8 --repeats 2 --json $OUT/seed.json --profile $OUT/seed-profile.txt
+
+``--variant nosync|pinned-out|onethread`` and ``--switch-ms`` try changes to the runner and the GIL switch interval
+in this harness (``VARIANTS``; an H100, 2026-12-05: none was kept, benchmarks/serve-host-share_h100_2026-12-05.md).
 """
 
 from __future__ import annotations
