@@ -48,9 +48,9 @@ def kind(row: dict[str, Any]) -> str:
     return "CNN training" if row["model"] in CNN else "transformer training"
 
 
-def errors(run: str) -> list[tuple[str, str, str, float]]:
-    """(run, kind, way, time error) of every measured row of ``run`` (plan_error_table's SPEC and PROBE are set for
-    the run and put back after)."""
+def row_errors(run: str) -> list[tuple[dict[str, Any], dict[str, float | None]]]:
+    """Every measured row of ``run`` with its time error each way (None: that way has no probe for it, or no
+    time). plan_error_table's SPEC and PROBE are set for the run and put back after."""
     meta = json.loads(_file(run, "meta.json").read_text())
     cal = load_calibration(_file(run, "calibration.json"))
     rows = [json.loads(x) for x in _file(run, "rows.jsonl").read_text().splitlines() if x.strip()]
@@ -58,36 +58,31 @@ def errors(run: str) -> list[tuple[str, str, str, float]]:
     spec, probe_was = table.SPEC, table.PROBE
     table.SPEC = match_spec(meta.get("device", "")) or get_spec("h200-sxm")
     try:
-        for way, probe in WAYS.items():
-            table.PROBE = probe
-            for row in rows:
-                if "measured" in row and (probe is None or table.probed(row)):
-                    err = table.predict(row, cal, TIMING)["time_err"]
-                    if err is not None:
-                        out.append((Path(run).name, kind(row), way, err))
+        for row in (r for r in rows if "measured" in r):
+            errs: dict[str, float | None] = {}
+            for way, probe in WAYS.items():
+                table.PROBE = probe
+                probed = probe is None or table.probed(row)
+                errs[way] = table.predict(row, cal, TIMING)["time_err"] if probed else None
+            out.append((row, errs))
     finally:
         table.SPEC, table.PROBE = spec, probe_was
     return out
 
 
+def errors(run: str) -> list[tuple[str, str, str, float]]:
+    """(run, kind, way, time error) of every measured row of ``run``, way by way."""
+    got = row_errors(run)
+    return [(Path(run).name, kind(row), way, errs[way]) for way in WAYS for row, errs in got
+            if errs[way] is not None]  # fmt: skip
+
+
 def per_row(run: str) -> None:
     """``--rows``: every measured row of ``run`` with its time error each way (no probe: "–")."""
-    meta = json.loads(_file(run, "meta.json").read_text())
-    cal = load_calibration(_file(run, "calibration.json"))
-    rows = [json.loads(x) for x in _file(run, "rows.jsonl").read_text().splitlines() if x.strip()]
-    spec, probe_was = table.SPEC, table.PROBE
-    table.SPEC = match_spec(meta.get("device", "")) or get_spec("h200-sxm")
     print(f"\n| {Path(run).name}: configuration | " + " | ".join(WAYS) + " |\n|---|" + "---:|" * len(WAYS))
-    try:
-        for row in (r for r in rows if "measured" in r):
-            cells = []
-            for probe in WAYS.values():
-                table.PROBE = probe
-                err = table.predict(row, cal, TIMING)["time_err"] if probe is None or table.probed(row) else None
-                cells.append("–" if err is None else f"{err:+.1%}")
-            print(f"| {row['config']} | " + " | ".join(cells) + " |")
-    finally:
-        table.SPEC, table.PROBE = spec, probe_was
+    for row, errs in row_errors(run):
+        cells = ["–" if e is None else f"{e:+.1%}" for e in errs.values()]
+        print(f"| {row['config']} | " + " | ".join(cells) + " |")
 
 
 def main(runs: list[str]) -> int:
