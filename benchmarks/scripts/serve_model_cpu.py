@@ -35,6 +35,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import random
 import statistics
 import sys
 import tempfile
@@ -65,11 +66,11 @@ class StandIn:
         return self.probs[:n].copy(), [None] * n
 
 
-def worker_main(conn: Any, outstanding: int, side: int, seconds: float, results: Any) -> None:
-    asyncio.run(_worker(conn, outstanding, side, seconds, results))
+def worker_main(conn: Any, outstanding: int, side: int, seconds: float, results: Any, think_s: float = 0.0) -> None:
+    asyncio.run(_worker(conn, outstanding, side, seconds, results, think_s))
 
 
-async def _worker(conn: Any, outstanding: int, side: int, seconds: float, results: Any) -> None:
+async def _worker(conn: Any, outstanding: int, side: int, seconds: float, results: Any, think_s: float) -> None:
     from gpukit.serve.ipc import PipeClient
 
     client = PipeClient(conn)
@@ -77,6 +78,7 @@ async def _worker(conn: Any, outstanding: int, side: int, seconds: float, result
     done = asyncio.Event()
     stats = {"answered": 0, "errors": 0, "rtt_s": 0.0}
     t_end = time.monotonic() + seconds
+    loop, rng = asyncio.get_running_loop(), random.Random(os.getpid())
 
     def send() -> None:
         t0 = time.monotonic()
@@ -87,7 +89,9 @@ async def _worker(conn: Any, outstanding: int, side: int, seconds: float, result
                 stats["rtt_s"] += time.monotonic() - t0
             else:
                 stats["errors"] += 1
-            if time.monotonic() < t_end:
+            if time.monotonic() < t_end and think_s > 0:  # the client's and HTTP's share of a round trip
+                loop.call_later(think_s * rng.uniform(0.5, 1.5), send)
+            elif time.monotonic() < t_end:
                 send()
             else:  # past the end: this request is not sent again
                 done.set()
@@ -226,13 +230,16 @@ def measure(args: argparse.Namespace, runner: Any = None, profile: Path | None =
     sys.setswitchinterval(args.switch_ms / 1e3)  # 0.5 ms: as gpukit serve's model process
     ctx = mp.get_context("spawn")
     runner = runner or StandIn(args.max_batch, args.side, args.prep_ms / 1e3, args.exec_ms / 1e3)
-    batcher = Batcher(runner, args.max_batch, args.max_wait_ms / 1e3, 4096)
+    gap = args.gap_ms / 1e3 if args.gap_ms is not None else None
+    batcher = Batcher(runner, args.max_batch, args.max_wait_ms / 1e3, 4096, max_gap_s=gap)
     batcher.start()
     results = ctx.Queue()
     procs = []
     for _ in range(args.workers):
         ours, theirs = ctx.Pipe(duplex=True)
-        p = ctx.Process(target=worker_main, args=(theirs, args.outstanding, args.side, args.seconds, results))
+        p = ctx.Process(
+            target=worker_main, args=(theirs, args.outstanding, args.side, args.seconds, results, args.think_ms / 1e3)
+        )
         p.start()
         theirs.close()
         procs.append(p)
@@ -295,6 +302,12 @@ def main() -> None:
     ap.add_argument("--side", type=int, default=64)
     ap.add_argument("--max-batch", type=int, default=64)
     ap.add_argument("--max-wait-ms", type=float, default=2.0)
+    ap.add_argument(
+        "--gap-ms", type=float, default=None, help="the batcher's max_gap_s: no arrival for this long ends a wait"
+    )
+    ap.add_argument(
+        "--think-ms", type=float, default=0.0, help="each client's pause between an answer and its next request"
+    )
     ap.add_argument("--prep-ms", type=float, default=0.2)
     ap.add_argument("--exec-ms", type=float, default=0.2)
     ap.add_argument("--seconds", type=float, default=6.0)

@@ -41,6 +41,28 @@ def test_a_batch_of_several_passes_matches_one_eager_pass(ckpt: Path) -> None:
     assert diff < 1e-2, f"max |diff| {diff:.2e}"
 
 
+def test_one_pass_batches_of_every_size_match_one_eager_pass(ckpt: Path) -> None:
+    """A batch of at most GRAPH_ROWS goes from the staging slot straight into the graph's input and its output
+    straight to the host: each row is its own image's, whatever the batch before it left in the static buffers."""
+    from gpukit.train.augment import to_float
+    from gpukit.train.predict import load_model, probabilities
+
+    rng = np.random.default_rng(3)
+    images = [rng.integers(0, 256, (3, 64, 64), dtype=np.uint8) for _ in range(GRAPH_ROWS)]
+    runner = ModelRunner(ckpt, "cuda", max_batch=GRAPH_ROWS, amp="off", cuda_graphs=True)
+    assert runner.graphs
+    loaded = load_model(ckpt, "cuda")
+    with torch.inference_mode():
+        x = torch.from_numpy(np.stack(images)).cuda()
+        ref = probabilities(loaded.net.eval()(to_float(x))).cpu().numpy()
+    for n in (GRAPH_ROWS, 1, 17, GRAPH_ROWS - 1, 3):  # big then small: rows past n hold the last batch's images
+        start = (7 * n) % (GRAPH_ROWS - n + 1)
+        probs, errors = runner.run_items(images[start : start + n])  # type: ignore[arg-type]
+        assert probs.shape == (n, 3) and errors == [None] * n
+        diff = float(np.abs(probs - ref[start : start + n]).max())
+        assert diff < 1e-2, f"batch {n}: max |diff| {diff:.2e}"
+
+
 @pytest.mark.parametrize("kind", ["nvjpeg", "nvimgcodec", "nvimgcodec-hw"])
 def test_batch_decoded_bytes_give_the_labels_of_decoded_pixels(ckpt: Path, kind: str) -> None:
     from PIL import Image

@@ -19,9 +19,13 @@ decode thread (seed CNN, batch 1, 2 cores beside a flood of refused uploads: 120
 threads, 0.5-2 ms with 1; 2026-12-01).
 
 A batch is served in two steps that the batcher runs on two threads, so they overlap: ``prepare`` (decode, resize,
-stage; ``gpukit.serve.staging``, on its own stream) and ``execute`` (copy out of the staging slot, then per pass:
-copy into the static input, replay, keep the rows; results to the host, on ``exec_stream``). Events order the two
-streams; ``execute``'s ``.cpu()`` is its one sync point.
+stage; ``gpukit.serve.staging``, on its own stream) and ``execute`` (on ``exec_stream``: a batch of one pass is copied
+from the staging slot into the graph's static input, replayed, and its output copied to the host; a larger one is
+copied out of the slot first, then per pass: into the static input, replay, keep the rows, and all of them to the
+host). Events order the two streams; ``execute``'s ``.cpu()`` is its one sync point. Every torch call releases the
+GIL and takes it back, and beside the process's pipe and reply threads each taking back can wait: the one-pass path
+makes five such calls where it made seven (on an H200 the seed CNN's two stages took 0.29 and 0.33 ms alone at batch
+33, and twice that in the server: benchmarks/serve-gap_h100_2026-12-05.md).
 """
 
 from __future__ import annotations
@@ -230,6 +234,10 @@ class ModelRunner:
                 return self._forward(self._padded(staged.x[:n]))[:n].numpy(), staged.errors
             with torch.cuda.stream(self.exec_stream):
                 self.exec_stream.wait_event(staged.slot.ready)  # the staging stream's writes are done
+                if n <= self.pass_rows:  # one pass: from the slot into the graph's input, its output to the host
+                    self.static_in[:n].copy_(staged.x[:n])
+                    staged.slot.free.record(self.exec_stream)
+                    return self._run_static(n)[:n].cpu().numpy(), staged.errors  # the one sync point
                 self.batch_in[:n].copy_(staged.x[:n])
                 staged.slot.free.record(self.exec_stream)  # the slot may be rewritten once this copy has run
                 for start in range(0, n, self.pass_rows):  # stream order keeps static_in and out safe to reuse

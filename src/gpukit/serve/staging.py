@@ -126,9 +126,9 @@ class Stager:
             k = len(pixel_at)
             if pinned is None:
                 host = torch.from_numpy(np.stack([items[i] for i in pixel_at]))  # type: ignore[misc]
-            else:  # one pinned staging copy, then one host→device copy on this stream
+            else:  # one pinned staging copy, then one host→device copy on this stream, into the rows (``_put``)
                 np.stack([items[i] for i in pixel_at], out=pinned[:k].numpy())  # type: ignore[misc]
-                host = pinned[:k].to(self.device, non_blocking=True)
+                host = pinned[:k]
             _put(x, pixel_at, host)
         for i, error in enumerate(errors):
             if error is not None:

@@ -1,0 +1,27 @@
+#!/bin/bash
+# Issue 27, 2026-12-05 (session 48): the one-pass execute path (five GIL-releasing torch calls a batch instead of
+# seven, two device copies fewer, the pinned images copied straight into the slot) against the tree before it
+# (d21ddba, `git archive d21ddba src | tar -x -C .ab/before`, carried), alternating on one host with
+# `serve_profile.py --no-spy`; then the GPU serving tests and the stages' floor on the new tree.
+#   WHEELS=.whl OUT=$OUT bash benchmarks/scripts/serve_onepass_ab_2026-12-05.sh
+set -u
+cd "$(dirname "$0")/../.."
+R=/tmp/ab
+source benchmarks/scripts/device_site.sh $R/host.txt || exit 1
+P="python3 benchmarks/scripts/serve_profile.py --duration 8 --window 3 --no-spy --keep-work"
+save() { (cd /tmp && tar -czf "$OUT/ab.tgz" ab); }
+one() { local out=$1; shift; echo "== $out $(date +%T)"; timeout 150 $P --out $R/$out "$@" 2>&1 | tail -1; save; }
+export GPUKIT_SERVE_ENGINE=eager SERVE_READY_S=120
+B="--src .ab/before/src"
+one s0-warm --only seed/pil
+for i in 1 2 3; do
+  one s$i-before --only seed/pil $B
+  one s$i-after --only seed/pil
+done
+one r1-before --only resnet/nvjpeg $B
+one r1-after --only resnet/nvjpeg
+echo "== gpu tests $(date +%T)"
+timeout 150 python3 -m pytest -q tests/gpu/test_serve_gpu.py -p no:cacheprovider > $R/gpu-tests.log 2>&1; tail -3 $R/gpu-tests.log
+echo "== floor $(date +%T)"
+timeout 90 python3 benchmarks/scripts/serve_stage_floor.py --busy 0,2 --batches 17,33 --json $R/floor-after.json 2>&1 | grep "^busy"
+date >> $R/host.txt; save
