@@ -3,6 +3,7 @@
 # no request has come for G ms, as well as after --max-wait-ms) against the wait alone, alternating on one host,
 # with `serve_profile.py --no-spy` (gpukit loadtest; thread CPU): the seed CNN (eager, 64 clients) and ResNet-50
 # (eager, bf16, nvJPEG, max batch 128, 256 clients).
+# The rule was dropped (benchmarks/serve-onepass_h200_2026-12-05.md): run this on commit 9d1fe22, which has it.
 #   WHEELS=.whl OUT=$OUT bash benchmarks/scripts/serve_gap_2026-12-05.sh
 set -u
 cd "$(dirname "$0")/../.."

@@ -22,6 +22,10 @@ H200 that is the seed CNN's per-batch CUDA side (issue 27: its next step):
     PYTHONPATH=src python3 benchmarks/scripts/serve_model_cpu.py --model seed-cnn --device cuda --workers 8 \
         --outstanding 8 --repeats 2 --json $OUT/seed.json --profile $OUT/seed-profile.txt
 
+``--think-ms T``: each client waits T (uniform in 0.5-1.5 T) between an answer and its next request, as the HTTP
+workers and the client do over HTTP (about 2.5 ms of the seed CNN's round trip on an H200), so that requests come
+as they come to the server, not back to back.
+
 ``--variant nosync|pinned-out|onethread`` and ``--switch-ms`` try changes to the runner and the GIL switch interval
 in this harness (``VARIANTS``; an H100, 2026-12-05: none was kept, benchmarks/serve-host-share_h100_2026-12-05.md).
 """
@@ -230,8 +234,7 @@ def measure(args: argparse.Namespace, runner: Any = None, profile: Path | None =
     sys.setswitchinterval(args.switch_ms / 1e3)  # 0.5 ms: as gpukit serve's model process
     ctx = mp.get_context("spawn")
     runner = runner or StandIn(args.max_batch, args.side, args.prep_ms / 1e3, args.exec_ms / 1e3)
-    gap = args.gap_ms / 1e3 if args.gap_ms is not None else None
-    batcher = Batcher(runner, args.max_batch, args.max_wait_ms / 1e3, 4096, max_gap_s=gap)
+    batcher = Batcher(runner, args.max_batch, args.max_wait_ms / 1e3, 4096)
     batcher.start()
     results = ctx.Queue()
     procs = []
@@ -302,9 +305,6 @@ def main() -> None:
     ap.add_argument("--side", type=int, default=64)
     ap.add_argument("--max-batch", type=int, default=64)
     ap.add_argument("--max-wait-ms", type=float, default=2.0)
-    ap.add_argument(
-        "--gap-ms", type=float, default=None, help="the batcher's max_gap_s: no arrival for this long ends a wait"
-    )
     ap.add_argument(
         "--think-ms", type=float, default=0.0, help="each client's pause between an answer and its next request"
     )

@@ -3,9 +3,9 @@ decoded 64×64 images, run one after the other on the main thread with nothing e
 then the same with ``--busy`` Python threads beside them that hold the GIL in short bursts (as the pipe readers and
 the replying thread do), at `gpukit serve`'s 0.5 ms GIL switch interval.
 
-Over HTTP on an H200 the seed CNN's stages took 0.6 ms each at batches of 33 and 0.9-1.2 ms at batches of 17-19
-(benchmarks/serve-gap_h100_2026-12-05.md): a stage got slower when batches came more often. This tells whether the
-stages cost that much alone (the CUDA side) or only beside the process's other threads (the GIL).
+Over HTTP on an H100 the seed CNN's stages took 0.5-0.7 ms each at batches of 28-34 and 0.7-1.0 ms at batches of
+14-19 (benchmarks/serve-onepass_h200_2026-12-05.md, call 1): a stage got slower when batches came more often. This
+tells whether the stages cost that much alone (the CUDA side) or only beside the process's other threads (the GIL).
 
     PYTHONPATH=src python3 benchmarks/scripts/serve_stage_floor.py --json $OUT/floor.json --profile $OUT/floor-ops.txt
 

@@ -1,3 +1,8 @@
+#!/bin/bash
+# Issue 27, 2026-12-05 (session 48), device call 2: the seed CNN's stages alone and beside busy threads
+# (serve_stage_floor.py), then the model process alone under serve_model_cpu.py with a 2.5 ms client pause: batch
+# wait 2 ms, 0.5 ms, and 2 ms with the gap rule (--gap-ms, dropped: run on commit 9d1fe22, which has it).
+#   WHEELS=.whl OUT=$OUT bash benchmarks/scripts/serve_stage_floor_call_2026-12-05.sh
 set -u
 R=$OUT
 source benchmarks/scripts/device_site.sh $R/host.txt || exit 1

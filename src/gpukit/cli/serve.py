@@ -34,9 +34,6 @@ def _serve_command(
     workers: int = typer.Option(1, "--workers", help="HTTP front-end processes feeding the one model process."),
     max_batch: int = typer.Option(64, "--max-batch", help="Most images per forward pass."),
     max_wait_ms: float = typer.Option(2.0, "--max-wait-ms", help="Longest a request waits for its batch to fill."),
-    max_gap_ms: float | None = typer.Option(
-        None, "--max-gap-ms", help="End a batch's wait once no request has come for this long (default: never)."
-    ),
     queue_size: int = typer.Option(1024, "--queue-size", help="Requests admitted at once; more get 503."),
     timeout_s: float = typer.Option(10.0, "--timeout-s", help="A request not answered by then gets 504."),
     api_key_env: str | None = typer.Option(None, "--api-key-env", help="Require the key held in this env variable."),
@@ -77,7 +74,6 @@ def _serve_command(
         workers=workers,
         max_batch=max_batch,
         max_wait_ms=max_wait_ms,
-        max_gap_ms=max_gap_ms,
         queue_size=queue_size,
         timeout_s=timeout_s,
         api_key_env=api_key_env,
@@ -109,8 +105,7 @@ def _serve_command(
         for line in engine_lines(s.engine) if s.engine else []:
             out.print(line, soft_wrap=True, markup=False)
         out.print(
-            f"batching: max {s.max_batch}, wait {s.max_wait_ms:g} ms"
-            f"{'' if s.max_gap_ms is None else f' (or a {s.max_gap_ms:g} ms gap)'}, queue {s.queue_size}; "
+            f"batching: max {s.max_batch}, wait {s.max_wait_ms:g} ms, queue {s.queue_size}; "
             f"HTTP processes {s.workers}; decode {s.decode}; API key {s.api_key}",
             soft_wrap=True,
             markup=False,

@@ -112,7 +112,6 @@ class Batcher:
         on_batch: Callable[[int, float], None] | None = None,
         align: int | None = None,
         on_cancel: Callable[[], None] | None = None,
-        max_gap_s: float | None = None,
     ) -> None:
         self.runner = runner if hasattr(runner, "prepare") and hasattr(runner, "execute") else _Stack(runner)
         self.max_batch = max_batch
@@ -120,7 +119,6 @@ class Batcher:
         # pass runs padded rows while requests wait (ModelRunner.pass_rows on CUDA: 64).
         self.align = align
         self.max_wait_s = max_wait_s
-        self.max_gap_s = max_gap_s
         self.queue_size = queue_size
         self.on_batch = on_batch  # (batch size, seconds) after every forward pass, for the metrics
         self.on_cancel = on_cancel  # after every request taken out of the queue by ``cancel``
@@ -191,10 +189,7 @@ class Batcher:
                 self._cond.wait()
             first = self._queue[0].t_submit
             while len(self._queue) < self.max_batch and not self._stopping:
-                end = first + self.max_wait_s
-                if self.max_gap_s is not None:
-                    end = min(end, self._queue[-1].t_submit + self.max_gap_s)
-                remaining = end - time.monotonic()
+                remaining = first + self.max_wait_s - time.monotonic()
                 if remaining <= 0:
                     break
                 self._cond.wait(remaining)

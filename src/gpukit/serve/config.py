@@ -33,7 +33,6 @@ class ServeConfig:
     workers: int = 1  # HTTP front-end processes; 1 = HTTP and model in one process, N > 1 = N feeding one model process
     max_batch: int = 64
     max_wait_ms: float = 2.0
-    max_gap_ms: float | None = None  # a batch's wait also ends once no request has come for this long (None: never)
     queue_size: int = 1024  # requests admitted at once (reading, decoding, queued, running); more get 503
     timeout_s: float = 10.0  # a request not answered by then gets 504 and its work is dropped
     api_key_env: str | None = None  # name of the environment variable holding the API key
@@ -55,7 +54,6 @@ class ServeConfig:
             (self.workers >= 1, "--workers must be at least 1"),
             (1 <= self.max_batch <= 4096, "--max-batch must be between 1 and 4096"),
             (0 <= self.max_wait_ms <= 10_000, "--max-wait-ms must be between 0 and 10000"),
-            (self.max_gap_ms is None or 0 <= self.max_gap_ms <= 10_000, "--max-gap-ms must be between 0 and 10000"),
             (self.queue_size >= 1, "--queue-size must be at least 1"),
             (self.timeout_s > 0, "--timeout-s must be positive"),
             (0 < self.max_body_mb <= 1024, "--max-body-mb must be in (0, 1024]"),
@@ -84,10 +82,6 @@ class ServeConfig:
     @property
     def max_wait_s(self) -> float:
         return self.max_wait_ms / 1000.0
-
-    @property
-    def max_gap_s(self) -> float | None:
-        return None if self.max_gap_ms is None else self.max_gap_ms / 1000.0
 
 
 def resolve_auto(config: ServeConfig) -> ServeConfig:

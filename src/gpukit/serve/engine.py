@@ -61,7 +61,6 @@ def start_engine(
         on_batch,
         align=runner.pass_rows,
         on_cancel=metrics.cancelled.inc,
-        max_gap_s=config.max_gap_s,
     )
     batcher.start()
     return Engine(runner, batcher)

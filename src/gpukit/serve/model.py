@@ -25,7 +25,7 @@ copied out of the slot first, then per pass: into the static input, replay, keep
 host). Events order the two streams; ``execute``'s ``.cpu()`` is its one sync point. Every torch call releases the
 GIL and takes it back, and beside the process's pipe and reply threads each taking back can wait: the one-pass path
 makes five such calls where it made seven (on an H200 the seed CNN's two stages took 0.29 and 0.33 ms alone at batch
-33, and twice that in the server: benchmarks/serve-gap_h100_2026-12-05.md).
+33, and twice that in the server: benchmarks/serve-onepass_h200_2026-12-05.md).
 """
 
 from __future__ import annotations

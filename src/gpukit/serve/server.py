@@ -53,7 +53,6 @@ class Started:
     warmup_s: float
     engine: dict[str, Any] | None = None  # ``EngineChoice.to_dict()``: the engine serving, its gate, why it won
     decode: str = "pil"  # where JPEGs are decoded (``--decode``, ``auto`` resolved)
-    max_gap_ms: float | None = None
 
 
 @dataclass
@@ -169,7 +168,6 @@ def _started(
         warmup_s,
         info.engine,
         config.decode,
-        config.max_gap_ms,
     )
 
 

@@ -107,39 +107,6 @@ def test_a_lone_request_waits_at_most_max_wait():
     assert out[0].queue_s == pytest.approx(waited, abs=0.05)
 
 
-def test_a_gap_ends_the_wait_early_for_a_lone_request():
-    model = Recorder()
-    b = Batcher(model, max_batch=64, max_wait_s=2.0, queue_size=10, max_gap_s=0.05)
-    b.start()
-    _out, done, cbs = _collect(1)
-    t0 = time.monotonic()
-    b.submit(_img(1), t0 + 10, cbs[0])
-    assert done.wait(5)
-    waited = time.monotonic() - t0
-    b.stop()
-    assert model.sizes == [1]
-    assert 0.04 <= waited < 1.0  # the 50 ms gap, not the 2 s wait
-
-
-def test_arrivals_closer_than_the_gap_keep_the_batch_open_until_max_wait():
-    model = Recorder()
-    b = Batcher(model, max_batch=64, max_wait_s=0.4, queue_size=100, max_gap_s=0.15)
-    b.start()
-    out, done, cbs = _collect(10)
-    far = time.monotonic() + 30
-    t0 = time.monotonic()
-    for i in range(10):  # one every 60 ms, under the 150 ms gap: 540 ms of arrivals, past the 400 ms wait
-        b.submit(_img(i), far, cbs[i])
-        time.sleep(0.06)
-    assert done.wait(10)
-    b.stop()
-    # the first batch closed at max_wait (400 ms after the first arrival), not at a gap: it holds the ones before it
-    assert len(model.sizes) == 2 and sum(model.sizes) == 10
-    assert 5 <= model.sizes[0] <= 8
-    assert out[0].queue_s == pytest.approx(0.4, abs=0.15)
-    assert time.monotonic() - t0 < 5
-
-
 def test_queue_bound_raises_and_memory_is_bounded():
     model = Recorder()
     model.gate.clear()
