@@ -97,7 +97,7 @@ class _Echo:
 
     def __init__(self, probs: list[float]) -> None:
         self.probs = probs
-        self.after_replies: list[Any] = []  # serve_pipe's flush joins it (its replies also leave after each message)
+        self.after_replies: list[Any] = []  # PipeHub's flush joins it (its replies also leave after each message)
 
     def submit(self, image: Any, deadline: float, callback: Any) -> None:
         from gpukit.serve.batcher import Outcome
@@ -106,9 +106,9 @@ class _Echo:
 
 
 def echo_main(conn: Any, probs: list[float], side: int = 224) -> None:
-    from gpukit.serve.ipc import serve_pipe
+    from gpukit.serve.ipc import PipeHub
 
-    serve_pipe(conn, _Echo(probs), (3, side, side)).join()
+    PipeHub(_Echo(probs), (3, side, side), conns=[conn], until_empty=True).thread.join()
 
 
 # --- a fake transport -------------------------------------------------------------------------------------------

@@ -4,10 +4,11 @@ at 12.7k req/s, and its per-batch stages doubled when batches were halved: 2026-
 
     PYTHONPATH=src python benchmarks/scripts/serve_model_cpu.py --label after --json out.json
 
-This process is the model process: the real ``Batcher`` and one ``serve_pipe`` thread per worker, with the GIL
-switch interval `gpukit serve` sets. The model is a stand-in: ``prepare`` stacks the uint8 images into one buffer
-(as the pinned staging copy does) and then sleeps ``--prep-ms`` (the host→device copy and its wait, GIL released);
-``execute`` sleeps ``--exec-ms`` (the forward pass) and returns float32 probabilities. ``--workers`` spawned
+This process is the model process: the real ``Batcher`` and ``PipeHub`` (on an older tree given on PYTHONPATH, one
+``serve_pipe`` thread per worker), with the GIL switch interval `gpukit serve` sets. The model is a stand-in:
+``prepare`` stacks the uint8 images into one buffer (as the pinned staging copy does) and then sleeps ``--prep-ms``
+(the host→device copy and its wait, GIL released); ``execute`` sleeps ``--exec-ms`` (the forward pass) and returns
+float32 probabilities. ``--workers`` spawned
 processes are the HTTP workers: each runs the real ``PipeClient`` on an asyncio loop and keeps ``--outstanding``
 requests of a 64×64 decoded image in flight (a closed loop, as 64 clients over 8 workers). Reported: this
 process's CPU (all its threads) per request, requests per second, and the clients' mean round trip.
@@ -228,14 +229,17 @@ def real_runner(args: argparse.Namespace, folder: Path) -> Any:
 
 
 def measure(args: argparse.Namespace, runner: Any = None, profile: Path | None = None) -> dict[str, Any]:
+    from gpukit.serve import ipc
     from gpukit.serve.batcher import Batcher
-    from gpukit.serve.ipc import serve_pipe
 
     sys.setswitchinterval(args.switch_ms / 1e3)  # 0.5 ms: as gpukit serve's model process
     ctx = mp.get_context("spawn")
     runner = runner or StandIn(args.max_batch, args.side, args.prep_ms / 1e3, args.exec_ms / 1e3)
     batcher = Batcher(runner, args.max_batch, args.max_wait_ms / 1e3, 4096)
     batcher.start()
+    shape = (3, args.side, args.side)
+    # one thread reads every pipe (PipeHub); a tree from before it (0019e9e and earlier) had one thread per pipe
+    hub = ipc.PipeHub(batcher, shape) if hasattr(ipc, "PipeHub") else None
     results = ctx.Queue()
     procs = []
     for _ in range(args.workers):
@@ -246,7 +250,10 @@ def measure(args: argparse.Namespace, runner: Any = None, profile: Path | None =
         p.start()
         theirs.close()
         procs.append(p)
-        serve_pipe(ours, batcher, (3, args.side, args.side))  # its thread reads this worker's requests
+        if hub is not None:
+            hub.add(ours)
+        else:
+            ipc.serve_pipe(ours, batcher, shape)  # type: ignore[attr-defined]
     time.sleep(args.seconds * 0.25)  # warm: the clients started, the queues steady
     batches0 = batcher.stats.batches
     images0, c0, t0 = batcher.stats.images, time.process_time(), time.monotonic()

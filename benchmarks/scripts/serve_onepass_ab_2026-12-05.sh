@@ -1,9 +1,11 @@
 #!/bin/bash
-# Issue 27, 2026-12-05 (session 48): the one-pass execute path (five GIL-releasing torch calls a batch instead of
-# seven, two device copies fewer, the pinned images copied straight into the slot) against the tree before it
-# (d21ddba, `git archive d21ddba src | tar -x -C .ab/before`, carried), alternating on one host with
-# `serve_profile.py --no-spy`; then the GPU serving tests and the stages' floor on the new tree.
+# Issue 27: this tree against an older one, alternating on one host with `serve_profile.py --no-spy` (the seed CNN
+# three pairs, ResNet-50 eager one pair), then the GPU serving tests and the seed CNN's stage floor on this tree.
+# The older tree's src/ goes in .ab/before (git-ignored: carry it):
+#   rm -rf .ab && mkdir -p .ab/before && git archive <rev> src | tar -x -C .ab/before
 #   WHEELS=.whl OUT=$OUT bash benchmarks/scripts/serve_onepass_ab_2026-12-05.sh
+# 2026-12-05, call 3 (benchmarks/serve-onepass_h200_2026-12-05.md): <rev> d21ddba against the one-pass path.
+# Next: <rev> 0019e9e against PipeHub (benchmarks/serve-hub_cpu_2026-12-05.md).
 set -u
 cd "$(dirname "$0")/../.."
 R=/tmp/ab

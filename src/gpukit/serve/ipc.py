@@ -12,7 +12,7 @@ of one message (and its system calls and GIL hand-offs) per request each way. Th
 with ``_Frames`` (into one reused buffer, without the GIL) rather than ``recv_bytes``: ResNet-50 on an H200 served
 11,548 against 10,853 and 10,679 req/s with it and the one-call pinned copy (benchmarks/serve-knobs_h200_2026-12-04.md).
 The worker's ``PipeClient`` looks like the ``Batcher`` to the HTTP code (its event loop reads the replies);
-``serve_pipe`` feeds the real one.
+``PipeHub`` feeds the real one, one thread reading every worker's pipe.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ import functools
 import itertools
 import json
 import os
+import selectors
 import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -33,7 +34,7 @@ import numpy as np
 
 from gpukit.serve.batcher import GONE, Batcher, Outcome, QueueFull
 
-__all__ = ["PipeClient", "serve_pipe"]
+__all__ = ["PipeClient", "PipeHub"]
 
 _REQ = struct.Struct("<IQdB")  # payload length, id, deadline, kind (0: uint8 pixels, 1: JPEG bytes for the model
 # process to decode, 2: the worker's final counts as JSON, sent once as it exits, 3: cancel request id, its client
@@ -58,24 +59,15 @@ class _Frames:
     """Whole messages of a ``multiprocessing`` connection (a 4-byte big-endian length, or -1 and 8 bytes, then the
     message), read with ``os.readv`` straight into one reused buffer: each read takes what has arrived, several
     messages or part of one, without the GIL; ``Connection.recv_bytes`` instead allocates per read and copies each
-    chunk twice more with the GIL held. A message is a view of the buffer, valid until the next ``next()``."""
+    chunk twice more with the GIL held. A message is a view of the buffer, valid until the next ``read``."""
 
     def __init__(self, fd: int, size: int = 1 << 20) -> None:
         self.fd = fd
         self.buf = bytearray(size)
         self.start = self.end = 0
 
-    def __iter__(self) -> Iterator[memoryview]:
-        return self
-
-    def __next__(self) -> memoryview:
-        while True:
-            frame = self._frame()
-            if frame is not None:
-                return frame
-            self._read()
-
-    def _frame(self) -> memoryview | None:
+    def frame(self) -> memoryview | None:
+        """The next whole message held (None: more must be read first)."""
         have = self.end - self.start
         if have < 4:
             return None
@@ -105,7 +97,8 @@ class _Frames:
             return
         self.start, self.end = 0, held
 
-    def _read(self) -> None:
+    def read(self) -> None:
+        """One ``readv`` of what has arrived (it blocks until something has); ``EOFError`` once the writer closed."""
         if self.start == self.end:
             self.start = self.end = 0
         elif self.end == len(self.buf):
@@ -271,87 +264,160 @@ class PipeClient:
             self._on_gone()
 
 
-def serve_pipe(
-    conn: Connection,
-    batcher: Batcher,
-    shape: tuple[int, int, int],
-    on_counts: Callable[[dict[str, int]], None] | None = None,
-) -> threading.Thread:
-    """Model side: a thread that reads one worker's requests into the batcher; the replies of each batch go back
-    in one write (``Batcher.after_replies``); ``on_counts`` gets the worker's final counts
-    (``PipeClient.send_counts``)."""
-    out = _Outbox(conn)
-    nbytes = int(np.prod(shape))
-    jobs: dict[int, Any] = {}  # request id → the batcher's handle, until answered (for a cancel)
-    early: set[int] = set()  # answered before their handle was stored (a callback may run inside submit)
-    jobs_lock = threading.Lock()
+class _Endpoint:
+    """The model side of one worker's pipe: its requests into the batcher, its replies gathered per batch."""
 
-    def reply(rid: int, status: int, outcome: Outcome | None, tail: bytes) -> None:
+    def __init__(self, conn: Connection, hub: PipeHub) -> None:
+        self.conn, self.hub = conn, hub
+        self.fd = conn.fileno()
+        self.out = _Outbox(conn)
+        self.frames = _Frames(self.fd)
+        self.nbytes = int(np.prod(hub.shape))
+        self.jobs: dict[int, Any] = {}  # request id → the batcher's handle, until answered (for a cancel)
+        self.early: set[int] = set()  # answered before their handle was stored (a callback may run inside submit)
+        self.jobs_lock = threading.Lock()
+        hub.batcher.after_replies.append(self.flush)
+
+    def read(self) -> bool:
+        """One read of what has arrived, and every whole message in it handled; False once the worker has gone."""
+        try:
+            self.frames.read()
+        except (EOFError, OSError):  # the worker exited: replies still due for it are dropped (``close``)
+            return False
+        while (msg := self.frames.frame()) is not None:
+            for (rid, deadline, kind), payload in _records(msg, _REQ):
+                self.handle(rid, deadline, kind, payload)
+        self.flush()  # this thread's own answers (queue full, wrong size)
+        return True
+
+    def close(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.hub.batcher.after_replies.remove(self.flush)
+        with self.out.lock:
+            self.conn.close()
+
+    def reply(self, rid: int, status: int, outcome: Outcome | None, tail: bytes) -> None:
         o = outcome or Outcome(None, 0.0, 0.0, 0)
-        out.add(_REP.pack(len(tail), rid, status, o.queue_s, o.prep_s, o.infer_s, o.batch_size, batcher.depth), tail)
+        depth = self.hub.batcher.depth
+        self.out.add(_REP.pack(len(tail), rid, status, o.queue_s, o.prep_s, o.infer_s, o.batch_size, depth), tail)
 
-    def flush() -> None:
+    def flush(self) -> None:
         with contextlib.suppress(OSError):  # the worker went away; its requests are gone with it
-            out.flush()
+            self.out.flush()
 
-    def done(outcome: Outcome, rid: int) -> None:
-        with jobs_lock:
-            if jobs.pop(rid, None) is None:
-                early.add(rid)
+    def done(self, outcome: Outcome, rid: int) -> None:
+        with self.jobs_lock:
+            if self.jobs.pop(rid, None) is None:
+                self.early.add(rid)
         if outcome.error is None and outcome.probs is not None:
-            reply(rid, _OK, outcome, np.asarray(outcome.probs, np.float32).tobytes())
+            self.reply(rid, _OK, outcome, np.asarray(outcome.probs, np.float32).tobytes())
         elif outcome.error == "timeout":
-            reply(rid, _TIMEOUT, outcome, b"")
+            self.reply(rid, _TIMEOUT, outcome, b"")
         else:
-            reply(rid, _ERROR, outcome, (outcome.error or "error").encode())
+            self.reply(rid, _ERROR, outcome, (outcome.error or "error").encode())
 
-    def handle(rid: int, deadline: float, kind: int, payload: bytes) -> None:
+    def handle(self, rid: int, deadline: float, kind: int, payload: bytes) -> None:
         image: np.ndarray | bytes
         if kind == 2:
-            if on_counts is not None:
-                on_counts(json.loads(payload))
+            if self.hub.on_counts is not None:
+                self.hub.on_counts(json.loads(payload))
             return
         if kind == 3:
-            with jobs_lock:
-                job = jobs.pop(rid, None)
+            with self.jobs_lock:
+                job = self.jobs.pop(rid, None)
             if job is not None:
-                batcher.cancel(job)
+                self.hub.batcher.cancel(job)
             return
         if kind == 1:
             image = payload
-        elif len(payload) == nbytes:
-            image = np.frombuffer(payload, np.uint8).reshape(shape)
+        elif len(payload) == self.nbytes:
+            image = np.frombuffer(payload, np.uint8).reshape(self.hub.shape)
         else:
-            reply(rid, _ERROR, None, b"image of the wrong size")
+            self.reply(rid, _ERROR, None, b"image of the wrong size")
             return
         try:
-            job = batcher.submit(image, deadline, functools.partial(done, rid=rid))
-            with jobs_lock:
-                if rid in early:
-                    early.discard(rid)
+            job = self.hub.batcher.submit(image, deadline, functools.partial(self.done, rid=rid))
+            with self.jobs_lock:
+                if rid in self.early:
+                    self.early.discard(rid)
                 else:
-                    jobs[rid] = job
+                    self.jobs[rid] = job
         except QueueFull:
-            reply(rid, _FULL, None, b"")
+            self.reply(rid, _FULL, None, b"")
 
-    def loop() -> None:
-        batcher.after_replies.append(flush)
-        frames = _Frames(conn.fileno())
+
+class PipeHub:
+    """Model side: one thread reads every worker's pipe (``add``) into the batcher, waiting on all of them at once
+    (``selectors``); the replies of each batch go back to each worker in one write (``Batcher.after_replies``);
+    ``on_counts`` gets each worker's final counts (``PipeClient.send_counts``).
+
+    One thread for all pipes, not one per pipe: each message woke its own thread, which then took the GIL that the
+    batcher's two CUDA threads take back after every torch call (on an H200, eight threads of a seed-CNN model
+    process, by their number the pipe readers, used 0.37-0.43 cores together). With one, the model process spent
+    15-20 % less CPU a request on a 2-core CPU VM (benchmarks/serve-hub_cpu_2026-12-05.md; not yet measured on a
+    GPU). A pipe whose message cannot be handled is closed alone (``_read``). ``until_empty``: the thread ends once
+    the last pipe it had has closed (a single worker's pipe, in tests and benchmarks); else it runs for the
+    process's life, as workers come and go."""
+
+    def __init__(
+        self,
+        batcher: Batcher,
+        shape: tuple[int, int, int],
+        on_counts: Callable[[dict[str, int]], None] | None = None,
+        conns: Iterable[Connection] = (),
+        until_empty: bool = False,
+    ) -> None:
+        self.batcher, self.shape, self.on_counts = batcher, shape, on_counts
+        self.until_empty = until_empty
+        self._sel = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._sel.register(self._wake_r, selectors.EVENT_READ, None)
+        self._added: list[Connection] = list(conns)
+        self._lock = threading.Lock()
+        self._register_added()
+        self.thread = threading.Thread(target=self._loop, name="gpukit-pipes", daemon=True)
+        self.thread.start()
+
+    def add(self, conn: Connection) -> None:
+        """Read this worker's pipe too, from now on (any thread)."""
+        with self._lock:
+            self._added.append(conn)
+        os.write(self._wake_w, b"\0")
+
+    def _register_added(self) -> None:
+        with self._lock:
+            added, self._added = self._added, []
+        for conn in added:
+            endpoint = _Endpoint(conn, self)
+            self._sel.register(endpoint.fd, selectors.EVENT_READ, endpoint)
+
+    @staticmethod
+    def _read(endpoint: _Endpoint) -> bool:
+        """``endpoint.read()``; a failure there is that pipe's alone: it is closed (its worker answers 503 and is
+        replaced), the hub and the other workers go on."""
+        try:
+            return endpoint.read()
+        except Exception:
+            return False
+
+    def _loop(self) -> None:
         try:
             while True:
-                try:
-                    msg = next(frames)
-                except (EOFError, OSError):  # the worker exited: replies still due for it are dropped
-                    break
-                for (rid, deadline, kind), payload in _records(msg, _REQ):
-                    handle(rid, deadline, kind, payload)
-                flush()  # this thread's own answers (queue full, wrong size)
+                for key, _ in self._sel.select():
+                    if key.data is None:  # a pipe was added
+                        with contextlib.suppress(BlockingIOError):
+                            os.read(self._wake_r, 4096)
+                        self._register_added()
+                    elif not self._read(key.data):
+                        self._sel.unregister(key.fd)
+                        key.data.close()
+                if self.until_empty and len(self._sel.get_map()) == 1:  # only the wake-up pipe is left
+                    return
         finally:
-            with contextlib.suppress(ValueError):
-                batcher.after_replies.remove(flush)
-            with out.lock:
-                conn.close()
-
-    thread = threading.Thread(target=loop, name="gpukit-pipe", daemon=True)
-    thread.start()
-    return thread
+            for key in list(self._sel.get_map().values()):
+                if key.data is not None:
+                    key.data.close()
+            self._sel.close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)

@@ -227,14 +227,16 @@ class _Fleet:
     def __init__(self, config: ServeConfig, engine: Any) -> None:
         import multiprocessing as mp
 
+        from gpukit.serve.ipc import PipeHub
+
         self.config, self.engine = config, engine
         self.ctx = mp.get_context("spawn")
         self.procs: list[Any] = []
         self.counts: list[dict[str, int]] = []  # each worker's, as it exits
-        self.shape = (3, engine.runner.info.image_size, engine.runner.info.image_size)
+        size = engine.runner.info.image_size
+        self.pipes = PipeHub(engine.batcher, (3, size, size), self.counts.append)  # one thread reads every pipe
 
     def start_worker(self, i: int) -> Any:
-        from gpukit.serve.ipc import serve_pipe
         from gpukit.serve.worker import worker_main
 
         parent, child = self.ctx.Pipe(duplex=True)
@@ -242,8 +244,7 @@ class _Fleet:
         proc = self.ctx.Process(target=worker_main, args=args, name=f"gpukit-http-{i}")
         proc.start()
         child.close()
-        # its thread ends when the worker's end of the pipe closes
-        serve_pipe(parent, self.engine.batcher, self.shape, self.counts.append)
+        self.pipes.add(parent)  # read until the worker's end of the pipe closes
         return proc
 
     def start(self) -> None:

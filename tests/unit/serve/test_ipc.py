@@ -1,4 +1,4 @@
-"""The pipe between an HTTP worker and the model process: a real ``Batcher`` behind ``serve_pipe`` on one end, the
+"""The pipe between an HTTP worker and the model process: a real ``Batcher`` behind ``PipeHub`` on one end, the
 worker's ``PipeClient`` on the other, read by an event loop (as in a worker) or by its own thread (called from plain
 threads); each reply reaches its own request, and when the model side goes away every waiting request fails at once."""
 
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from gpukit.serve.batcher import Batcher, Outcome
-from gpukit.serve.ipc import PipeClient, serve_pipe
+from gpukit.serve.ipc import PipeClient, PipeHub
 
 SHAPE = (3, 4, 4)
 
@@ -30,7 +30,7 @@ def _ends() -> tuple[PipeClient, Batcher, Connection]:
     worker, model = mp.Pipe(duplex=True)
     batcher = Batcher(_model, max_batch=4, max_wait_s=0.01, queue_size=64)
     batcher.start()
-    serve_pipe(model, batcher, SHAPE)
+    PipeHub(batcher, SHAPE, conns=[model], until_empty=True)
     return PipeClient(worker), batcher, model
 
 
@@ -78,6 +78,81 @@ def test_plain_threads_get_a_reader_thread_and_a_closed_model_side_fails_what_wa
     socket.socket(fileno=os.dup(model.fileno())).shutdown(socket.SHUT_RDWR)
     assert waiting.wait(10) and failed[0].error == "the model process exited"
     assert client.closed
+
+
+def test_one_hub_thread_reads_every_pipe_added_at_any_time_and_drops_the_ones_that_close():
+    """``PipeHub``: pipes added before and while its one thread waits are all read, each worker gets its own
+    answers, a worker that exits is unregistered (its flush leaves the batcher) while the others go on."""
+    batcher = Batcher(_model, max_batch=4, max_wait_s=0.01, queue_size=64)
+    batcher.start()
+    hub = PipeHub(batcher, SHAPE)
+    clients, ends = [], []
+    for _ in range(3):
+        worker, model = mp.Pipe(duplex=True)
+        hub.add(model)
+        clients.append(PipeClient(worker))
+        ends.append(worker)
+        time.sleep(0.05)  # the later ones arrive while the thread waits in select
+
+    def ask(client: PipeClient, values: list[int]) -> list[float]:
+        got: dict[int, float] = {}
+        done = threading.Event()
+
+        def answer(v: int):
+            def cb(o: Outcome) -> None:
+                got[v] = o.probs[1]
+                if len(got) == len(values):
+                    done.set()
+
+            return cb
+
+        for v in values:
+            client.submit(np.full(SHAPE, v, np.uint8), time.monotonic() + 10, answer(v))
+        assert done.wait(10)
+        return [got[v] for v in values]
+
+    for i, client in enumerate(clients):
+        values = [10 * i + k for k in range(1, 8)]
+        assert ask(client, values) == pytest.approx([v / 255 for v in values], abs=1e-6)
+    assert len(batcher.after_replies) == 3 and len(hub._sel.get_map()) == 4  # three pipes and the wake-up pipe
+    # the first worker exits (shut down: a close alone would not end its own reader thread's blocked read)
+    socket.socket(fileno=os.dup(ends[0].fileno())).shutdown(socket.SHUT_RDWR)
+    deadline = time.monotonic() + 10
+    while len(hub._sel.get_map()) > 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(hub._sel.get_map()) == 3 and len(batcher.after_replies) == 2
+    assert ask(clients[2], [200, 201]) == pytest.approx([200 / 255, 201 / 255], abs=1e-6)
+    assert hub.thread.is_alive()  # it runs on with no pipe at all, for the workers to come
+    batcher.stop()
+
+
+def test_a_pipe_whose_message_breaks_the_hub_is_closed_alone():
+    """A message the model side cannot parse (a record header cut short) closes that worker's pipe only: the hub's
+    thread and the other workers go on."""
+    batcher = Batcher(_model, max_batch=4, max_wait_s=0.01, queue_size=64)
+    batcher.start()
+    bad_worker, bad_model = mp.Pipe(duplex=True)
+    good_worker, good_model = mp.Pipe(duplex=True)
+    hub = PipeHub(batcher, SHAPE, conns=[bad_model, good_model])
+    bad_worker.send_bytes(b"\x05\x00")  # two bytes of a 21-byte record header
+    assert bad_worker.poll(10)
+    with pytest.raises(EOFError):
+        bad_worker.recv_bytes()  # its end was closed
+    client, got, done = PipeClient(good_worker), [], threading.Event()
+    client.submit(np.full(SHAPE, 77, np.uint8), time.monotonic() + 10, lambda o: (got.append(o), done.set()))
+    assert done.wait(10) and got[0].probs[1] == pytest.approx(77 / 255, abs=1e-6)
+    assert hub.thread.is_alive() and len(batcher.after_replies) == 1
+    batcher.stop()
+
+
+def test_a_hub_until_empty_ends_its_thread_when_its_last_pipe_closes():
+    batcher = Batcher(_model, max_batch=4, max_wait_s=0.01, queue_size=64)
+    worker, model = mp.Pipe(duplex=True)
+    hub = PipeHub(batcher, SHAPE, conns=[model], until_empty=True)
+    assert hub.thread.is_alive()
+    worker.close()
+    hub.thread.join(10)
+    assert not hub.thread.is_alive() and batcher.after_replies == []
 
 
 def test_a_worker_that_never_used_its_pipe_sees_the_model_process_go_and_answers_503():
@@ -154,7 +229,7 @@ def test_the_replies_of_one_batch_for_a_worker_arrive_in_one_write():
 
     worker, model = mp.Pipe(duplex=True)
     batcher = Batcher(_model, max_batch=4, max_wait_s=0.5, queue_size=64)
-    serve_pipe(model, batcher, SHAPE)
+    PipeHub(batcher, SHAPE, conns=[model], until_empty=True)
     deadline = time.monotonic() + 30
     pixels = [np.full(SHAPE, v, np.uint8).tobytes() for v in (10, 20, 30, 40)]
     worker.send_bytes(b"".join(_REQ.pack(len(p), 100 + i, deadline, 0) + p for i, p in enumerate(pixels)))
@@ -198,8 +273,10 @@ def test_the_model_side_reads_whole_messages_of_any_size_from_its_reused_buffer(
     frames = _Frames(reader.fileno(), size=4096)
     got = []
     with pytest.raises(EOFError):
-        for view in frames:
-            got.append(bytes(view))
+        while True:
+            frames.read()
+            while (view := frames.frame()) is not None:
+                got.append(bytes(view))
     thread.join()
     assert got == messages
     assert len(frames.buf) >= 300_000 + 4  # grown to the largest message and its length field

@@ -13,7 +13,7 @@ import pytest
 from serve_testdata import SIZE, make_checkpoint
 
 from gpukit.serve.batcher import Batcher, Outcome
-from gpukit.serve.ipc import PipeClient, serve_pipe
+from gpukit.serve.ipc import PipeClient, PipeHub
 
 pytest.importorskip("torch")
 
@@ -103,7 +103,7 @@ def test_a_cancel_over_the_pipe_takes_the_request_out_of_the_model_process_queue
     worker, model = mp.Pipe(duplex=True)
     b = Batcher(_slow_model(gate, ran), max_batch=1, max_wait_s=0.0, queue_size=16)
     b.start()
-    serve_pipe(model, b, (3, 2, 2))
+    PipeHub(b, (3, 2, 2), conns=[model], until_empty=True)
     client = PipeClient(worker)
 
     async def main() -> dict[int, Outcome]:
