@@ -8,10 +8,10 @@ This process is the model process: the real ``Batcher`` and ``PipeHub`` (on an o
 ``serve_pipe`` thread per worker), with the GIL switch interval `gpukit serve` sets. The model is a stand-in:
 ``prepare`` stacks the uint8 images into one buffer (as the pinned staging copy does) and then sleeps ``--prep-ms``
 (the host→device copy and its wait, GIL released); ``execute`` sleeps ``--exec-ms`` (the forward pass) and returns
-float32 probabilities. ``--workers`` spawned
-processes are the HTTP workers: each runs the real ``PipeClient`` on an asyncio loop and keeps ``--outstanding``
-requests of a 64×64 decoded image in flight (a closed loop, as 64 clients over 8 workers). Reported: this
-process's CPU (all its threads) per request, requests per second, and the clients' mean round trip.
+float32 probabilities. ``--workers`` spawned processes are the HTTP workers: each runs the real ``PipeClient`` on an
+asyncio loop and keeps ``--outstanding`` requests of a 64×64 decoded image in flight (a closed loop, as 64 clients
+over 8 workers). Reported: this process's CPU (all its threads) per request, requests per second, and the clients'
+mean round trip.
 
 ``--model seed-cnn|resnet50`` puts the real ``ModelRunner`` (random weights, warmed as the server warms it) on
 ``--device`` in place of the stand-in, with each batch's ``prepare`` and ``execute`` timed on the wall clock and on
@@ -94,12 +94,12 @@ async def _worker(conn: Any, outstanding: int, side: int, seconds: float, result
                 stats["rtt_s"] += time.monotonic() - t0
             else:
                 stats["errors"] += 1
-            if time.monotonic() < t_end and think_s > 0:  # the client's and HTTP's share of a round trip
-                loop.call_later(think_s * rng.uniform(0.5, 1.5), send)
-            elif time.monotonic() < t_end:
-                send()
-            else:  # past the end: this request is not sent again
+            if time.monotonic() >= t_end:  # past the end: this request is not sent again
                 done.set()
+            elif think_s > 0:  # the client's and HTTP's share of a round trip
+                loop.call_later(think_s * rng.uniform(0.5, 1.5), send)
+            else:
+                send()
 
         client.submit(image, t0 + 30.0, answered)
 
@@ -211,16 +211,22 @@ class OneThread:
         return self.inner.execute(self.inner.prepare(items))
 
 
-def real_runner(args: argparse.Namespace, folder: Path) -> Any:
-    """The served model's own runner on ``args.device``, warmed (random weights: the cost does not depend on them)."""
+def model_runner(model: str, side: int, max_batch: int, device: str, folder: Path) -> Any:
+    """The served model's own runner on ``device``, warmed (random weights: the cost does not depend on them)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from serve_h200 import checkpoint
 
     from gpukit.serve.model import ModelRunner
 
-    path = checkpoint(folder / args.model, args.model, args.side)
-    runner = ModelRunner(path, args.device, args.max_batch, "bf16" if args.model == "resnet50" else "off")
+    path = checkpoint(folder / model, model, side)
+    runner = ModelRunner(path, device, max_batch, "bf16" if model == "resnet50" else "off")
     runner.warm()
+    return runner
+
+
+def real_runner(args: argparse.Namespace, folder: Path) -> Any:
+    """``model_runner`` for ``args``, with ``args.variant``'s change, timed per stage."""
+    runner = model_runner(args.model, args.side, args.max_batch, args.device, folder)
     if args.variant == "nosync":
         runner.stager.prepare = _nosync_prepare(runner.stager)
     if args.variant == "pinned-out":

@@ -32,16 +32,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-
-def runner_for(model: str, side: int, max_batch: int, device: str, folder: Path) -> Any:
-    from serve_h200 import checkpoint
-
-    from gpukit.serve.model import ModelRunner
-
-    path = checkpoint(folder / model, model, side)
-    runner = ModelRunner(path, device, max_batch, "bf16" if model == "resnet50" else "off")
-    runner.warm()
-    return runner
+from serve_model_cpu import model_runner, write_profile  # noqa: E402  (the runner and profile table it uses)
 
 
 def busy_threads(n: int, burst_s: float, pause_s: float) -> tuple[threading.Event, list[threading.Thread]]:
@@ -101,6 +92,7 @@ def forward_gpu_ms(runner: Any, batch: int) -> float:
 
 
 def profile_ops(runner: Any, batch: int, side: int, path: Path, iters: int = 100) -> None:
+    """The torch profiler's host time per op of ``iters`` batches on the main thread (``write_profile``'s table)."""
     import torch
 
     images = [np.zeros((3, side, side), np.uint8)] * batch
@@ -108,10 +100,7 @@ def profile_ops(runner: Any, batch: int, side: int, path: Path, iters: int = 100
     with torch.profiler.profile(activities=acts) as prof:
         for _ in range(iters):
             runner.execute(runner.prepare(images))
-    rows = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
-    lines = [f"# batch {batch}, {iters} batches on the main thread; host µs per batch (self), calls per batch, name"]
-    lines += [f"{e.self_cpu_time_total / iters:10.1f} {e.count / iters:8.2f}  {e.key}" for e in rows[:50]]
-    path.write_text("\n".join(lines) + "\n")
+    write_profile(prof, path, iters)
 
 
 def main() -> None:
@@ -132,7 +121,7 @@ def main() -> None:
     sys.setswitchinterval(args.switch_ms / 1e3)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        runner = runner_for(args.model, side, 64, args.device, Path(tmp))
+        runner = model_runner(args.model, side, 64, args.device, Path(tmp))
         if args.profile:
             profile_ops(runner, args.profile_batch, side, args.profile)
         for busy in [int(b) for b in args.busy.split(",")]:
