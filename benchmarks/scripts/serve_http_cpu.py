@@ -95,7 +95,7 @@ def request_bytes(jpeg: bytes) -> tuple[bytes, bytes, str]:
 class _Echo:
     depth = 0
 
-    def __init__(self, probs: list[float]) -> None:
+    def __init__(self, probs: np.ndarray) -> None:
         self.probs = probs
         self.after_replies: list[Any] = []  # PipeHub's flush joins it (its replies also leave after each message)
 
@@ -105,7 +105,7 @@ class _Echo:
         callback(Outcome(self.probs, 0.0001, 0.0002, 1, None, 0.0001))
 
 
-def echo_main(conn: Any, probs: list[float], side: int = 224) -> None:
+def echo_main(conn: Any, probs: np.ndarray, side: int = 224) -> None:
     from gpukit.serve.ipc import PipeHub
 
     PipeHub(_Echo(probs), (3, side, side), conns=[conn], until_empty=True).thread.join()
@@ -232,7 +232,7 @@ def per_call(fn: Any, n: int) -> float:
 # --- the stages, each alone ------------------------------------------------------------------------------------
 
 
-def stage_costs(core: Any, body: bytes, ctype: str, jpeg: bytes, probs: list[float], n: int) -> dict[str, float]:
+def stage_costs(core: Any, body: bytes, ctype: str, jpeg: bytes, probs: np.ndarray, n: int) -> dict[str, float]:
     from gpukit.serve.core import _DecodeJob, dumps
     from gpukit.serve.decode import batch_decodable, inline_decodable
     from gpukit.serve.metrics import server_timing
@@ -328,7 +328,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     seed = args.model == "seed"
     jpeg, side = (jpeg_64(), 64) if seed else (jpeg_224(), 224)
     raw, body, ctype = request_bytes(jpeg)
-    probs = [float(v) for v in np.linspace(0.01, 0.19, len(CLASSES), dtype=np.float32)]
+    probs = np.linspace(0.01, 0.19, len(CLASSES), dtype=np.float32)
     config = ServeConfig(model=Path("unused"), decode="pil" if seed else "nvjpeg", workers=2, queue_size=4096)
     ours, theirs = mp.get_context("spawn").Pipe(duplex=True)
     echo = mp.get_context("spawn").Process(target=echo_main, args=(theirs, probs, side), daemon=True)

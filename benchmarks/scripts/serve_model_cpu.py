@@ -50,15 +50,13 @@ from typing import Any
 
 import numpy as np
 
-CLASSES = 10
-
 
 class StandIn:
     """prepare: stack into one reused buffer, then the device's share as a sleep; execute: a sleep, then rows."""
 
-    def __init__(self, max_batch: int, side: int, prep_s: float, exec_s: float) -> None:
+    def __init__(self, max_batch: int, side: int, prep_s: float, exec_s: float, classes: int = 10) -> None:
         self.buf = np.empty((max_batch, 3, side, side), np.uint8)
-        self.probs = np.full((max_batch, CLASSES), 1.0 / CLASSES, np.float32)
+        self.probs = np.full((max_batch, classes), 1.0 / classes, np.float32)
         self.prep_s, self.exec_s = prep_s, exec_s
 
     def prepare(self, items: list[Any]) -> int:
@@ -240,7 +238,7 @@ def measure(args: argparse.Namespace, runner: Any = None, profile: Path | None =
 
     sys.setswitchinterval(args.switch_ms / 1e3)  # 0.5 ms: as gpukit serve's model process
     ctx = mp.get_context("spawn")
-    runner = runner or StandIn(args.max_batch, args.side, args.prep_ms / 1e3, args.exec_ms / 1e3)
+    runner = runner or StandIn(args.max_batch, args.side, args.prep_ms / 1e3, args.exec_ms / 1e3, args.classes)
     batcher = Batcher(runner, args.max_batch, args.max_wait_ms / 1e3, 4096)
     batcher.start()
     shape = (3, args.side, args.side)
@@ -323,6 +321,7 @@ def main() -> None:
     )
     ap.add_argument("--prep-ms", type=float, default=0.2)
     ap.add_argument("--exec-ms", type=float, default=0.2)
+    ap.add_argument("--classes", type=int, default=10, help="the stand-in's probabilities per row (ResNet-50: 1000)")
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None)

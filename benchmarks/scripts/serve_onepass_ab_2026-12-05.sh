@@ -5,7 +5,9 @@
 #   rm -rf .ab && mkdir -p .ab/before && git archive <rev> src | tar -x -C .ab/before
 #   WHEELS=.whl OUT=$OUT bash benchmarks/scripts/serve_onepass_ab_2026-12-05.sh
 # 2026-12-05, call 3 (benchmarks/serve-onepass_h200_2026-12-05.md): <rev> d21ddba against the one-pass path.
-# Next: <rev> 0019e9e against PipeHub (benchmarks/serve-hub_cpu_2026-12-05.md).
+# Then <rev> 0019e9e against PipeHub (benchmarks/serve-hub_h100_2026-12-05.md), and <rev> 73cea4b against float32
+# rows to the pipe (benchmarks/serve-rows_cpu_2026-12-05.md).
+# SEED_PAIRS (3) and RESNET_PAIRS (1): how many alternating pairs of each; EXTRAS=0 skips the tests and the floor.
 set -u
 cd "$(dirname "$0")/../.."
 R=/tmp/ab
@@ -16,12 +18,15 @@ one() { local out=$1; shift; echo "== $out $(date +%T)"; timeout 150 $P --out $R
 export GPUKIT_SERVE_ENGINE=eager SERVE_READY_S=120
 B="--src .ab/before/src"
 one s0-warm --only seed/pil
-for i in 1 2 3; do
+for i in $(seq 1 "${SEED_PAIRS:-3}"); do
   one s$i-before --only seed/pil $B
   one s$i-after --only seed/pil
 done
-one r1-before --only resnet/nvjpeg $B
-one r1-after --only resnet/nvjpeg
+for i in $(seq 1 "${RESNET_PAIRS:-1}"); do
+  one r$i-before --only resnet/nvjpeg $B
+  one r$i-after --only resnet/nvjpeg
+done
+[ "${EXTRAS:-1}" = 0 ] && { date >> $R/host.txt; save; exit 0; }
 echo "== gpu tests $(date +%T)"
 timeout 150 python3 -m pytest -q tests/gpu/test_serve_gpu.py -p no:cacheprovider > $R/gpu-tests.log 2>&1; tail -3 $R/gpu-tests.log
 echo "== floor $(date +%T)"

@@ -230,8 +230,10 @@ class Core:
         with contextlib.suppress(OSError):  # the model process is gone too: nothing to cancel
             self.submitter.cancel(token)  # type: ignore[union-attr]
 
-    def encode(self, probs: list[float]) -> dict[str, Any]:
+    def encode(self, row: np.ndarray) -> dict[str, Any]:
+        """One request's answer, from its float32 row of probabilities."""
         assert self.info is not None
+        probs = row.tolist()
         label, probability = label_of(probs, self.info.classes)
         return {"label": label, "probability": probability, "scores": dict(zip(self.info.classes, probs, strict=True))}
 

@@ -246,8 +246,7 @@ class PipeClient:
             if callback is None:
                 continue
             if status == _OK:
-                probs = np.frombuffer(tail, np.float32).tolist()
-                callback(Outcome(probs, queue_s, infer_s, batch, None, prep_s))
+                callback(Outcome(np.frombuffer(tail, np.float32), queue_s, infer_s, batch, None, prep_s))
             else:
                 error = _STATUS.get(status) or tail.decode(errors="replace")
                 callback(Outcome(None, queue_s, infer_s, batch, error, prep_s))
@@ -310,7 +309,7 @@ class _Endpoint:
             if self.jobs.pop(rid, None) is None:
                 self.early.add(rid)
         if outcome.error is None and outcome.probs is not None:
-            self.reply(rid, _OK, outcome, np.asarray(outcome.probs, np.float32).tobytes())
+            self.reply(rid, _OK, outcome, outcome.probs.tobytes())
         elif outcome.error == "timeout":
             self.reply(rid, _TIMEOUT, outcome, b"")
         else:

@@ -110,7 +110,7 @@ async def _predict(core: Core, scope: dict[str, Any], receive: Any, many: bool, 
     p.stages["prep"] = max(o.prep_s for o in outcomes)  # the model process's decode/resize/staging
     rest = (t3 - t2) - p.stages["queue"] - p.stages["prep"]
     p.stages["infer"] = max(0.0, rest) if many else outcomes[0].infer_s
-    rows = [core.encode(o.probs or []) for o in outcomes]
+    rows = [core.encode(o.probs) for o in outcomes]  # Core.infer answered: each has its row
     payload = dumps({"predictions": rows} if many else rows[0])
     p.stages["encode"] = time.perf_counter() - t3
     return payload

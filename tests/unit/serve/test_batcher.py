@@ -74,6 +74,29 @@ def test_fills_to_max_batch_and_keeps_each_result_with_its_request():
     assert b.stats.images == 9 and b.stats.batches == len(model.sizes)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_each_answer_is_a_float32_row_of_its_batch_whatever_the_runner_returns(dtype):
+    """Rows go to the pipe as bytes (``Outcome``): float32 whatever the runner's dtype, each row its own request's,
+    and none overwritten by the next batch (a runner that reuses one output buffer)."""
+    buf = np.zeros((4, 3), dtype)
+
+    def reusing(batch: np.ndarray) -> np.ndarray:
+        buf[: len(batch)] = batch[:, 0, 0, :3]
+        return buf[: len(batch)]
+
+    b = Batcher(reusing, max_batch=4, max_wait_s=0.0, queue_size=100)
+    b.start()
+    out, done, cbs = _collect(8)
+    far = time.monotonic() + 30
+    for i in range(8):
+        b.submit(np.full((3, 4, 4), i, np.uint8), far, cbs[i])
+    assert done.wait(10)
+    b.stop()
+    for i, o in enumerate(out):
+        assert o is not None and o.probs is not None
+        assert o.probs.dtype == np.float32 and o.probs.tobytes() == np.full(3, i, np.float32).tobytes()
+
+
 def test_align_takes_whole_passes_when_more_are_waiting_and_the_rest_next():
     model = Recorder()
     model.gate.clear()  # hold the first batch so the rest queue up
