@@ -6,7 +6,7 @@
 #   WHEELS=.whl OUT=$OUT bash benchmarks/scripts/serve_onepass_ab_2026-12-05.sh
 # 2026-12-05, call 3 (benchmarks/serve-onepass_h200_2026-12-05.md): <rev> d21ddba against the one-pass path.
 # Then <rev> 0019e9e against PipeHub (benchmarks/serve-hub_h100_2026-12-05.md), and <rev> 73cea4b against float32
-# rows to the pipe (benchmarks/serve-rows_cpu_2026-12-05.md).
+# rows to the pipe (benchmarks/serve-rows_2026-12-05.md).
 # SEED_PAIRS (3) and RESNET_PAIRS (1): how many alternating pairs of each; EXTRAS=0 skips the tests and the floor.
 set -u
 cd "$(dirname "$0")/../.."

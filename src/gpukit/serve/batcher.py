@@ -52,7 +52,7 @@ class Outcome:
     the model process sends its bytes down the pipe as they are, and only the HTTP worker that writes the JSON makes
     Python floats of them (``Core.encode``). Lists made per batch in the model process, and arrays made back of them
     per reply, held its GIL for about 3 ms of every ResNet-50 batch of 78 (1,000 classes) on a 2-core CPU VM, against
-    0.03 ms for views (benchmarks/serve-rows_cpu_2026-12-05.md)."""
+    0.03 ms for views (benchmarks/serve-rows_2026-12-05.md)."""
 
     probs: np.ndarray | None
     queue_s: float  # waiting: submit → its batch's preparation started, plus prepared → the executor took it
