@@ -354,8 +354,9 @@ class PipeHub:
     batcher's two CUDA threads take back after every torch call (on an H200, eight threads of a seed-CNN model
     process, by their number the pipe readers, used 0.37-0.43 cores together). With one, the model process spent
     15-20 % less CPU a request on a 2-core CPU VM (benchmarks/serve-hub_cpu_2026-12-05.md); on an H100 host it
-    served as much as before with four busy threads instead of eleven (benchmarks/serve-hub_h100_2026-12-05.md). A pipe whose message cannot be handled is closed alone (``_read``). ``until_empty``: the thread ends once
-    the last pipe it had has closed (a single worker's pipe, in tests and benchmarks); else it runs for the
+    served as much as before with four busy threads instead of eleven (benchmarks/serve-hub_h100_2026-12-05.md).
+    A pipe whose message cannot be handled is closed alone (``_read``). ``until_empty``: the thread ends once the
+    last pipe it had has closed (a single worker's pipe, in tests and benchmarks); else it runs for the
     process's life, as workers come and go."""
 
     def __init__(
