@@ -9,9 +9,7 @@ set -u
 cd "$(dirname "$0")/../.."
 R=/tmp/g
 source benchmarks/scripts/device_site.sh $R/host.txt || exit 1
-P="python3 benchmarks/scripts/serve_profile.py --duration 8 --window 3 --no-spy --keep-work"
-save() { (cd /tmp && tar -czf "$OUT/g.tgz" g); }
-one() { local out=$1; shift; echo "== $out $(date +%T)"; timeout 200 $P --out $R/$out "$@" 2>&1 | tail -1; save; }
+source benchmarks/scripts/device_profile.sh
 export GPUKIT_SERVE_ENGINE=eager SERVE_READY_S=150
 for i in 1 2; do
   one s$i-none --only seed/pil

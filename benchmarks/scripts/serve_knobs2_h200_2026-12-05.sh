@@ -8,9 +8,8 @@ set -u
 cd "$(dirname "$0")/../.."
 R=/tmp/k
 source benchmarks/scripts/device_site.sh $R/host.txt || exit 1
-P="python3 benchmarks/scripts/serve_profile.py --duration 8 --window 3 --no-spy --keep-work"
-save() { (cd /tmp && tar -czf "$OUT/k.tgz" k); }
-one() { local out=$1; shift; echo "== $out $(date +%T)"; timeout 240 $P --out $R/$out "$@" 2>&1 | tail -1; save; }
+ONE_TIMEOUT_S=240
+source benchmarks/scripts/device_profile.sh
 export GPUKIT_SERVE_ENGINE=compile SERVE_READY_S=220
 one r1-nvjpeg --only resnet/nvjpeg
 one r2-pil --only resnet/pil

@@ -12,9 +12,8 @@ set -u
 cd "$(dirname "$0")/../.."
 R=/tmp/ab
 source benchmarks/scripts/device_site.sh $R/host.txt || exit 1
-P="python3 benchmarks/scripts/serve_profile.py --duration 8 --window 3 --no-spy --keep-work"
-save() { (cd /tmp && tar -czf "$OUT/ab.tgz" ab); }
-one() { local out=$1; shift; echo "== $out $(date +%T)"; timeout 150 $P --out $R/$out "$@" 2>&1 | tail -1; save; }
+ONE_TIMEOUT_S=150
+source benchmarks/scripts/device_profile.sh
 export GPUKIT_SERVE_ENGINE=eager SERVE_READY_S=120
 B="--src .ab/before/src"
 one s0-warm --only seed/pil
