@@ -5,6 +5,7 @@ metrics and Server-Timing add up."""
 from __future__ import annotations
 
 import json
+import statistics
 import struct
 import zlib
 from pathlib import Path
@@ -206,9 +207,9 @@ def _timing(header: str) -> dict[str, float]:
 
 def test_metrics_and_server_timing_add_up(server):
     before = request(server.url + "/metrics")[2].decode()
-    stages = {s: 0.0 for s in ("read", "decode", "queue", "prep", "infer", "encode")}
+    stages = {s: 0.0 for s in ("read", "decode", "queue", "prep", "infer", "transit", "encode")}
     n = 12
-    covered = totals = 0.0
+    gaps = []
     for i in range(n):
         status, headers, _ = post_image(server.url, image_bytes(seed=100 + i), headers=AUTH)
         assert status == 200
@@ -216,13 +217,13 @@ def test_metrics_and_server_timing_add_up(server):
         assert set(t) == {*stages, "total"}
         parts = sum(t[s] for s in stages)
         assert all(t[s] >= 0 for s in stages)
-        assert parts <= t["total"] + 6e-6  # the stages are parts of the total (each rounded to 1 µs)
-        covered += parts
-        totals += t["total"]
+        assert parts <= t["total"] + 7e-6  # the stages are parts of the total (each rounded to 1 µs)
+        gaps.append(t["total"] - parts)
         for s in stages:
             stages[s] += t[s]
-    # the named stages cover most of the handler's time (the rest: thread hand-offs, which a loaded box stretches)
-    assert covered >= 0.3 * totals
+    # the stages cover the handler's time: transit is the way to the batcher and back (the thread hand-offs), so
+    # what is left is the few statements between them (a median, so that one preempted request does not count)
+    assert statistics.median(gaps) < 2e-4
     after = request(server.url + "/metrics")[2].decode()
     ok = 'route="/v1/predict",status="200"'
     assert metric(after, "gpukit_requests_total", ok) - metric(before, "gpukit_requests_total", ok) == n

@@ -108,8 +108,11 @@ async def _predict(core: Core, scope: dict[str, Any], receive: Any, many: bool, 
         raise RequestRejected(504, "timeout", f"not answered within {core.config.timeout_s:g} s")
     p.stages["queue"] = max(o.queue_s for o in outcomes)
     p.stages["prep"] = max(o.prep_s for o in outcomes)  # the model process's decode/resize/staging
-    rest = (t3 - t2) - p.stages["queue"] - p.stages["prep"]
-    p.stages["infer"] = max(0.0, rest) if many else outcomes[0].infer_s
+    p.stages["infer"] = max(o.infer_s for o in outcomes)
+    # the way to the batcher and back (a worker's pipe and the model process's threads; one process: the thread
+    # hand-offs): queue + prep + infer are the batcher's own time from submit to answer, on the same clock
+    rest = (t3 - t2) - p.stages["queue"] - p.stages["prep"] - p.stages["infer"]
+    p.stages["transit"] = max(0.0, rest)
     rows = [core.encode(o.probs) for o in outcomes]  # Core.infer answered: each has its row
     payload = dumps({"predictions": rows} if many else rows[0])
     p.stages["encode"] = time.perf_counter() - t3
