@@ -207,7 +207,7 @@ def _timing(header: str) -> dict[str, float]:
 
 def test_metrics_and_server_timing_add_up(server):
     before = request(server.url + "/metrics")[2].decode()
-    stages = {s: 0.0 for s in ("read", "decode", "queue", "prep", "infer", "transit", "encode")}
+    stages = {s: 0.0 for s in ("read", "decode", "to_batch", "queue", "prep", "infer", "from_batch", "encode")}
     n = 12
     gaps = []
     for i in range(n):
@@ -221,8 +221,8 @@ def test_metrics_and_server_timing_add_up(server):
         gaps.append(t["total"] - parts)
         for s in stages:
             stages[s] += t[s]
-    # the stages cover the handler's time: transit is the way to the batcher and back (the thread hand-offs), so
-    # what is left is the few statements between them (a median, so that one preempted request does not count)
+    # the stages cover the handler's time: to_batch and from_batch are the way to the batcher and back (the thread
+    # hand-offs), so what is left is the few statements between them (a median: one preempted request does not count)
     assert statistics.median(gaps) < 2e-4
     after = request(server.url + "/metrics")[2].decode()
     ok = 'route="/v1/predict",status="200"'

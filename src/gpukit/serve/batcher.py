@@ -60,6 +60,9 @@ class Outcome:
     batch_size: int
     error: str | None = None  # "timeout" or the model's error message
     prep_s: float = 0.0  # the batch's preparation: decode, resize, staging on the device (shared by the batch)
+    # when the batcher queued it, on ``time.monotonic()``'s clock (CLOCK_MONOTONIC, one for every process of a Linux
+    # host): the HTTP side tells the way to the batcher from the way back (Server-Timing's to_batch, from_batch)
+    t_submit: float = 0.0
 
 
 @dataclass
@@ -294,7 +297,8 @@ class Batcher:
                 answers.append((job, Outcome(None, t0 - job.t_submit, 0.0, 0, "timeout")))
                 continue
             queue_s = (batch.t_prep - job.t_submit) + waited
-            answers.append((job, Outcome(None if error else row, queue_s, t1 - t0, len(jobs), error, prep_s)))
+            outcome = Outcome(None if error else row, queue_s, t1 - t0, len(jobs), error, prep_s, job.t_submit)
+            answers.append((job, outcome))
         self._replies.put(answers)
         if self.on_batch is not None:  # after the answers are on their way: the metrics are not on their path
             self.on_batch(len(jobs), t1 - t0)

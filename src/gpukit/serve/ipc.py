@@ -39,7 +39,8 @@ __all__ = ["PipeClient", "PipeHub"]
 _REQ = struct.Struct("<IQdB")  # payload length, id, deadline, kind (0: uint8 pixels, 1: JPEG bytes for the model
 # process to decode, 2: the worker's final counts as JSON, sent once as it exits, 3: cancel request id, its client
 # went away)
-_REP = struct.Struct("<IQBdddII")  # tail length, id, status, queue_s, prep_s, infer_s, batch size, queue depth
+_REP = struct.Struct("<IQBddddII")  # tail length, id, status, queue_s, prep_s, infer_s, the batcher's submit time
+# (``Outcome.t_submit``), batch size, queue depth
 _OK, _FULL, _TIMEOUT, _ERROR = 0, 1, 2, 3
 _STATUS = {_FULL: "full", _TIMEOUT: "timeout"}
 _FLUSH_BYTES = 4 << 20  # a worker's gathered requests are sent at once past this many bytes
@@ -240,16 +241,16 @@ class PipeClient:
             self._fail_all()
 
     def _deliver(self, msg: bytes) -> None:
-        for (rid, status, queue_s, prep_s, infer_s, batch, depth), tail in _records(msg, _REP):
+        for (rid, status, queue_s, prep_s, infer_s, t_submit, batch, depth), tail in _records(msg, _REP):
             self._depth = depth
             callback = self._pending.pop(rid, None)
             if callback is None:
                 continue
             if status == _OK:
-                callback(Outcome(np.frombuffer(tail, np.float32), queue_s, infer_s, batch, None, prep_s))
+                callback(Outcome(np.frombuffer(tail, np.float32), queue_s, infer_s, batch, None, prep_s, t_submit))
             else:
                 error = _STATUS.get(status) or tail.decode(errors="replace")
-                callback(Outcome(None, queue_s, infer_s, batch, error, prep_s))
+                callback(Outcome(None, queue_s, infer_s, batch, error, prep_s, t_submit))
 
     def _fail_all(self) -> None:
         """The model process went away: every waiting request fails now, not at its deadline."""
@@ -298,7 +299,8 @@ class _Endpoint:
     def reply(self, rid: int, status: int, outcome: Outcome | None, tail: bytes) -> None:
         o = outcome or Outcome(None, 0.0, 0.0, 0)
         depth = self.hub.batcher.depth
-        self.out.add(_REP.pack(len(tail), rid, status, o.queue_s, o.prep_s, o.infer_s, o.batch_size, depth), tail)
+        head = _REP.pack(len(tail), rid, status, o.queue_s, o.prep_s, o.infer_s, o.t_submit, o.batch_size, depth)
+        self.out.add(head, tail)
 
     def flush(self) -> None:
         with contextlib.suppress(OSError):  # the worker went away; its requests are gone with it

@@ -5,7 +5,7 @@ processes: ``PROMETHEUS_MULTIPROC_DIR`` is set before anything imports prometheu
 workers and the model process) writes its values to files there, and ``/metrics`` in any worker sums them all, so
 the counts cover the whole server whichever worker answers the scrape.
 
-A request's observations (its count, its latency, seven stages, the in-flight gauge) are gathered in memory and
+A request's observations (its count, its latency, eight stages, the in-flight gauge) are gathered in memory and
 written once per event-loop iteration (``Metrics.flush``, also before every exposition): in multiprocess mode each
 prometheus_client update is a locked write to an mmap file, 17 of them a request, 16 µs of the HTTP worker's CPU on
 the seed CNN's path (``benchmarks/serve-http-cpu_2026-12-05.md``).
@@ -21,7 +21,7 @@ from typing import Any
 
 __all__ = ["STAGES", "Metrics", "server_timing"]
 
-STAGES = ("read", "decode", "queue", "prep", "infer", "transit", "encode")
+STAGES = ("read", "decode", "to_batch", "queue", "prep", "infer", "from_batch", "encode")
 _LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _BATCH = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
@@ -89,7 +89,7 @@ class Metrics:
         )
         self.stage = Histogram(
             "gpukit_stage_duration_seconds",
-            "Time per stage of a prediction (read, decode, queue, prep, infer, transit, encode)",
+            "Time per stage of a prediction (read, decode, to_batch, queue, prep, infer, from_batch, encode)",
             ["stage"],
             buckets=_LATENCY,
             registry=reg,

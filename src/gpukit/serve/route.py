@@ -96,7 +96,7 @@ async def _predict(core: Core, scope: dict[str, Any], receive: Any, many: bool, 
     t1 = time.perf_counter()
     p.stages["read"] = t1 - p.t0
     images = await core.decode_all(files, p.deadline)
-    t2 = time.perf_counter()
+    t2, submitted = time.perf_counter(), time.monotonic()  # the batcher's clock, for to_batch
     p.stages["decode"] = t2 - t1
     gone = scope.setdefault("gpukit.on_gone", [])  # run by gpukit's protocol when the client disconnects
     if many:
@@ -110,9 +110,10 @@ async def _predict(core: Core, scope: dict[str, Any], receive: Any, many: bool, 
     p.stages["prep"] = max(o.prep_s for o in outcomes)  # the model process's decode/resize/staging
     p.stages["infer"] = max(o.infer_s for o in outcomes)
     # the way to the batcher and back (a worker's pipe and the model process's threads; one process: the thread
-    # hand-offs): queue + prep + infer are the batcher's own time from submit to answer, on the same clock
-    rest = (t3 - t2) - p.stages["queue"] - p.stages["prep"] - p.stages["infer"]
-    p.stages["transit"] = max(0.0, rest)
+    # hand-offs): queue + prep + infer are the batcher's own time from its submit to the answer
+    transit = max(0.0, (t3 - t2) - p.stages["queue"] - p.stages["prep"] - p.stages["infer"])
+    p.stages["to_batch"] = min(transit, max(0.0, max(o.t_submit for o in outcomes) - submitted))
+    p.stages["from_batch"] = transit - p.stages["to_batch"]
     rows = [core.encode(o.probs) for o in outcomes]  # Core.infer answered: each has its row
     payload = dumps({"predictions": rows} if many else rows[0])
     p.stages["encode"] = time.perf_counter() - t3
