@@ -24,13 +24,11 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import serve_h200 as sh
-from serve_prep_probe import batcher_rate, busy, med_ms
+from serve_prep_probe import batcher_rate, busy, med_ms, resnet_and_jpegs
 
 
 def prep_beside(runner, items, reps: int = 12) -> float:
@@ -70,10 +68,7 @@ def main() -> int:
 
     out = Path(os.environ.get("OUT", "benchmarks/out"))
     out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="gpukit-decprio-"))
-    ckpt = sh.checkpoint(work / "resnet50", "resnet50", 224)
-    folder = sh.make_images(work / "images", 224, 512)
-    jpegs = [p.read_bytes() for p in sorted(folder.rglob("*.jpg"))]
+    ckpt, jpegs = resnet_and_jpegs("gpukit-decprio-")
     least, greatest = torch.cuda.Stream.priority_range()
     doc: dict = {"engine": args.engine, "queues": queues, "jpeg_bytes_mean": statistics.mean(map(len, jpegs)),
                  "priority_range": [least, greatest], "gpu": torch.cuda.get_device_name(), "runs": []}  # fmt: skip

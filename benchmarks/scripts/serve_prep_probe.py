@@ -48,6 +48,14 @@ class Split:
         stager._decode = timed
 
 
+def resnet_and_jpegs(prefix: str) -> tuple[Path, list[bytes]]:
+    """A ResNet-50 checkpoint (random weights, 224 px) and the serve benchmark's 512 JPEGs, in a fresh folder."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    ckpt = sh.checkpoint(work / "resnet50", "resnet50", 224)
+    folder = sh.make_images(work / "images", 224, 512)
+    return ckpt, [p.read_bytes() for p in sorted(folder.rglob("*.jpg"))]
+
+
 def busy(runner, items):
     """A thread that keeps ``execute`` running on a prepared batch; returns its stop function."""
     stop = threading.Event()
@@ -159,10 +167,7 @@ def main() -> int:
 
     out = Path(os.environ.get("OUT", "benchmarks/out"))
     out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="gpukit-prep-"))
-    ckpt = sh.checkpoint(work / "resnet50", "resnet50", 224)
-    folder = sh.make_images(work / "images", 224, 512)
-    jpegs = [p.read_bytes() for p in sorted(folder.rglob("*.jpg"))]
+    ckpt, jpegs = resnet_and_jpegs("gpukit-prep-")
     least, greatest = torch.cuda.Stream.priority_range()
     doc: dict = {"jpeg_bytes_mean": statistics.mean(map(len, jpegs)), "priority_range": [least, greatest]}
     runner = ModelRunner(ckpt, "cuda", max_batch=256, amp="bf16", cuda_graphs=True)
