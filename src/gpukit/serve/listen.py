@@ -1,9 +1,12 @@
-"""The listening side shared by the one-process server and every HTTP worker: the socket, and uvicorn configured
-with gpukit's protocol (``gpukit.serve.protocol``: header limit, header deadline, lingering close, clean drain)."""
+"""The listening side shared by the one-process server and every HTTP worker: the socket, uvicorn configured with
+gpukit's protocol (``gpukit.serve.protocol``: header limit, header deadline, lingering close, clean drain), and the
+HTTP workers' least-connections accept (``Acceptor``)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
@@ -12,9 +15,13 @@ from gpukit.errors import ConfigError
 from gpukit.serve.config import ServeConfig
 
 __all__ = [
+    "ACCEPT_FALLBACK_S",
+    "ACCEPT_RETRY_S",
     "DRAIN_GRACE_S",
     "KEEP_ALIVE_S",
+    "Acceptor",
     "ConnectionStats",
+    "SharedListener",
     "Stopped",
     "drain_s",
     "listen_socket",
@@ -24,6 +31,9 @@ __all__ = [
 
 KEEP_ALIVE_S = 30  # an idle keep-alive connection is closed (cleanly) after this
 DRAIN_GRACE_S = 2.0  # past the request deadline, for the last answers to be written and idle connections closed
+ACCEPT_RETRY_S = 0.001  # a worker with more connections than the least loaded one looks again after this
+ACCEPT_FALLBACK_S = 0.02  # ... and takes the connection itself once no worker has taken one for this long
+ACCEPT_PAUSE_S = 0.1  # out of file descriptors (or kernel memory): accept again after this (asyncio waits 1 s)
 
 
 @dataclass
@@ -73,19 +83,17 @@ def drain_s(config: ServeConfig) -> float:
     return config.timeout_s + DRAIN_GRACE_S + DRAIN_IDLE_S + LINGER_S
 
 
-def listen_socket(host: str, port: int, reuse_port: bool = False, listen: bool = True) -> socket.socket:
+def listen_socket(host: str, port: int) -> socket.socket:
+    """The listening socket (with ``--workers N``, made once and shared by every HTTP worker: ``Acceptor``)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if reuse_port:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}", hint="choose another --port") from None
-    if listen:
-        sock.listen(2048)
+    sock.listen(2048)
     sock.set_inheritable(True)
     return sock
 
@@ -103,11 +111,158 @@ def raise_open_files_limit() -> int:
     return hard
 
 
-def uvicorn_server(app: Any, config: ServeConfig, on_exit: Callable[[], None]) -> Any:
+@dataclass
+class SharedListener:
+    """What one HTTP worker of a several-process server accepts from: the listening socket every worker shares, and
+    one int per worker in shared memory (``multiprocessing.RawArray``), ``counts[index]`` this worker's: its open
+    connections, -1 while it does not accept (starting, draining, dead)."""
+
+    sock: socket.socket
+    counts: Any
+    index: int
+
+
+class Acceptor:
+    """Least-connections accept for the HTTP workers (uvicorn sees an asyncio ``Server``: ``close``, ``wait_closed``).
+
+    Why: with a socket of its own per worker (``SO_REUSEPORT``), the kernel hashes each connection to a worker,
+    whatever that worker already holds. Keep-alive connections stay where they land, so a reverse proxy's few
+    upstream connections leave workers idle (a hash of 8 onto 8 workers leaves 2.75 idle on average) while others queue;
+    on an H200 the 8 workers of a seed-CNN server under 64 connections ran at 0.39 to 0.81 cores each
+    (benchmarks/serve-accept_cpu_2026-12-05.md).
+
+    Here every worker's event loop watches the one listening socket. Woken by a connection, a worker takes it only
+    while it holds no more open connections than the least loaded accepting worker (the counts in shared memory);
+    the others look again after ``ACCEPT_RETRY_S`` instead of waking on it again and again. So N connections end
+    within one of N / workers on every worker. A worker that should take a connection but does not (its loop busy for
+    long) holds up no one for more than ``ACCEPT_FALLBACK_S``: when the total of open connections has not moved
+    for that long, a waiting worker takes it itself. One connection is taken per wake-up. The price: every worker
+    wakes for each new connection, 100-150 µs more of the workers' CPU per connection on 4 workers of a 2-core VM;
+    a kept-alive connection pays it once."""
+
+    def __init__(self, share: SharedListener, make_protocol: Callable[[], asyncio.Protocol]) -> None:
+        self.sock, self.counts, self.index = share.sock, share.counts, share.index
+        self.make_protocol = make_protocol
+        self.loop = asyncio.get_running_loop()
+        self.fd = self.sock.fileno()
+        self.open = 0  # accepted here and not yet closed
+        self.waiting: tuple[float, int] | None = None  # (since, total open then): this worker let a connection wait
+        self.closed = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.sock.setblocking(False)
+        self.counts[self.index] = 0
+        self.loop.add_reader(self.fd, self._readable)
+
+    def my_turn(self) -> bool:
+        """Whether this worker takes the waiting connection now."""
+        live = [c for c in self.counts if c >= 0]
+        if not live or self.open <= min(live):
+            self.waiting = None
+            return True
+        now, total = time.monotonic(), sum(live)
+        if self.waiting is None or self.waiting[1] != total:  # a new wait, or someone took one meanwhile
+            self.waiting = (now, total)
+            return False
+        if now - self.waiting[0] < ACCEPT_FALLBACK_S:
+            return False
+        self.waiting = None
+        return True
+
+    def _readable(self) -> None:
+        if self.closed:
+            return
+        if not self.my_turn():
+            self._pause(ACCEPT_RETRY_S)
+            return
+        try:
+            conn, _ = self.sock.accept()
+        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+            return  # another worker took it, or its client gave up
+        except OSError:  # out of file descriptors (EMFILE, ENFILE) or kernel memory: the open connections go on
+            self._pause(ACCEPT_PAUSE_S)
+            return
+        conn.setblocking(False)
+        self.open += 1
+        self.counts[self.index] = self.open
+        task = self.loop.create_task(self._connect(conn))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _pause(self, seconds: float) -> None:
+        self.loop.remove_reader(self.fd)
+        self.loop.call_later(seconds, self._resume)
+
+    def _resume(self) -> None:
+        if not self.closed:
+            self.loop.add_reader(self.fd, self._readable)
+
+    async def _connect(self, conn: socket.socket) -> None:
+        """The connection's transport and protocol; its count is given back once, when it closes."""
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.open -= 1
+                if not self.closed:
+                    self.counts[self.index] = self.open
+
+        def make() -> asyncio.Protocol:
+            protocol = self.make_protocol()
+            lost = protocol.connection_lost
+
+            def connection_lost(exc: Exception | None) -> None:
+                try:
+                    lost(exc)
+                finally:
+                    release()
+
+            protocol.connection_lost = connection_lost  # type: ignore[method-assign]  # this connection's only
+            return protocol
+
+        try:
+            await self.loop.connect_accepted_socket(make, conn)
+        except Exception:  # closed before its transport was made (or the loop is closing)
+            conn.close()
+            release()
+
+    def close(self) -> None:
+        """Stop accepting (the drain); the connections open go on. This worker's copy of the socket is closed."""
+        if self.closed:
+            return
+        self.closed = True
+        self.counts[self.index] = -1
+        self.loop.remove_reader(self.fd)
+        self.sock.close()
+
+    async def wait_closed(self) -> None:
+        return None
+
+
+def uvicorn_server(
+    app: Any, config: ServeConfig, on_exit: Callable[[], None], share: SharedListener | None = None
+) -> Any:
+    """uvicorn with gpukit's protocol and drain; ``share``: an HTTP worker's socket, served by an ``Acceptor``
+    (``server.run(sockets=[share.sock])``)."""
     import uvicorn
 
     class DrainingServer(uvicorn.Server):
         connection_stats: ConnectionStats
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            if share is None:
+                await super().startup(sockets)
+                return
+            await super().startup([])  # the lifespan, and no listener of uvicorn's own
+            config, loop = self.config, asyncio.get_running_loop()
+
+            def make_protocol() -> asyncio.Protocol:  # as uvicorn's own startup makes them
+                return config.http_protocol_class(  # type: ignore[call-arg,no-any-return]
+                    config=config, server_state=self.server_state, app_state=self.lifespan.state, _loop=loop
+                )
+
+            self.servers = [Acceptor(share, make_protocol)]  # type: ignore[list-item]
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)

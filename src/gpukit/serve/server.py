@@ -1,9 +1,10 @@
 """Running the server: one process (HTTP and model together), or N HTTP worker processes feeding one model process.
 
 With ``--workers N`` (N > 1) this process loads the model and runs the batcher; it starts N worker processes
-(``spawn``: none of them imports torch), each with its own uvicorn (uvloop + httptools when installed) on its own
-listening socket bound with ``SO_REUSEPORT`` to the same port, so the kernel spreads connections over them. Each
-worker reads bodies, decodes images on its own threads and sends the uint8 pixels down its pipe (``ipc.py``).
+(``spawn``: none of them imports torch), each with its own uvicorn (uvloop + httptools when installed) on the one
+listening socket this process made; a worker takes a connection only while it holds no more than the least loaded
+one (``listen.Acceptor``), so connections spread evenly however few a client opens. Each worker reads bodies,
+decodes images on its own threads and sends the uint8 pixels down its pipe (``ipc.py``).
 SIGTERM (or Ctrl-C): stop admitting (readyz → 503, new predictions → 503), finish every admitted request (each ends
 by its deadline), close idle keep-alive connections cleanly, exit 0 within ``listen.drain_s``.
 An HTTP worker that dies (killed, out of memory) is replaced by a new one on a new pipe; its in-flight requests are
@@ -30,7 +31,7 @@ from typing import Any
 from gpukit.errors import ConfigError, ServeError
 from gpukit.serve.config import ServeConfig, resolve_auto
 from gpukit.serve.cuda_env import set_cuda_queues
-from gpukit.serve.listen import Stopped, drain_s, listen_socket, raise_open_files_limit, uvicorn_server
+from gpukit.serve.listen import SharedListener, Stopped, drain_s, listen_socket, raise_open_files_limit, uvicorn_server
 
 __all__ = ["MAX_RESTARTS", "RESTART_WINDOW_S", "Started", "Stopped", "Tick", "run"]
 
@@ -180,8 +181,8 @@ def _run_many(
 ) -> Stopped:
     metrics_dir = tempfile.mkdtemp(prefix="gpukit-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # before prometheus_client is imported, here and in workers
-    placeholder = listen_socket(config.host, config.port, reuse_port=True, listen=False)  # holds the port
-    config.port = placeholder.getsockname()[1]
+    sock = listen_socket(config.host, config.port)  # every HTTP worker accepts from this one
+    config.port = sock.getsockname()[1]
     fleet: _Fleet | None = None
     try:
         from gpukit.serve.engine import start_engine
@@ -189,7 +190,7 @@ def _run_many(
 
         sys.setswitchinterval(0.0005)  # many pipe threads and one batcher here: hand the GIL over sooner than 5 ms
         engine = start_engine(config, Metrics(multiprocess=True))
-        fleet = _Fleet(config, engine)
+        fleet = _Fleet(config, engine, sock)
         stopping = _stop_on_signals()
         fleet.start()
         runner = engine.runner
@@ -198,13 +199,14 @@ def _run_many(
         stop_ticks = _ticker(lambda: (engine.batcher.stats, engine.batcher.depth), on_tick)
         fleet.supervise(stopping, on_notice)
         stop_ticks.set()
+        sock.close()  # the workers close their copies as they drain: then a new connection is refused
         fleet.drain(drain_s(config))
         engine.stop()
         return Stopped.total(fleet.counts)
     finally:
         if fleet is not None:
             fleet.kill()
-        placeholder.close()
+        sock.close()
         shutil.rmtree(metrics_dir, ignore_errors=True)
         os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
 
@@ -224,13 +226,14 @@ def _stop_on_signals() -> threading.Event:
 class _Fleet:
     """The HTTP worker processes of a several-process server, each on its own pipe to the engine's batcher."""
 
-    def __init__(self, config: ServeConfig, engine: Any) -> None:
+    def __init__(self, config: ServeConfig, engine: Any, sock: socket.socket) -> None:
         import multiprocessing as mp
 
         from gpukit.serve.ipc import PipeHub
 
-        self.config, self.engine = config, engine
+        self.config, self.engine, self.sock = config, engine, sock
         self.ctx = mp.get_context("spawn")
+        self.open = self.ctx.RawArray("i", [-1] * config.workers)  # each worker's open connections (Acceptor)
         self.procs: list[Any] = []
         self.counts: list[dict[str, int]] = []  # each worker's, as it exits
         size = engine.runner.info.image_size
@@ -240,7 +243,7 @@ class _Fleet:
         from gpukit.serve.worker import worker_main
 
         parent, child = self.ctx.Pipe(duplex=True)
-        args = (self.config, self.engine.runner.info, child, i)
+        args = (self.config, self.engine.runner.info, child, SharedListener(self.sock, self.open, i))
         proc = self.ctx.Process(target=worker_main, args=args, name=f"gpukit-http-{i}")
         proc.start()
         child.close()
@@ -249,7 +252,7 @@ class _Fleet:
 
     def start(self) -> None:
         self.procs = [self.start_worker(i) for i in range(self.config.workers)]
-        _wait_listening(self.config, self.procs)
+        _wait_listening(self.config, self.procs, self.open)
 
     def supervise(self, stopping: threading.Event, on_notice: Callable[[str], None]) -> None:
         """Until ``stopping``: replace a worker that died, unless they die faster than a crash loop allows."""
@@ -266,6 +269,7 @@ class _Fleet:
                         f"within {RESTART_WINDOW_S:.0f} s: giving up"
                     )
                 _forget_metrics(proc.pid)
+                self.open[i] = -1  # its connections died with it; the new one starts from none
                 self.procs[i] = self.start_worker(i)
                 on_notice(f"HTTP worker {proc.name} exited with code {proc.exitcode}; started a new one")
 
@@ -297,7 +301,9 @@ def _forget_metrics(pid: int | None) -> None:
         pass
 
 
-def _wait_listening(config: ServeConfig, procs: list[Any], timeout_s: float = 60.0) -> None:
+def _wait_listening(config: ServeConfig, procs: list[Any], accepting: Any, timeout_s: float = 60.0) -> None:
+    """Until every worker accepts (``accepting[i] >= 0``: else the first one up would take every early connection,
+    and keep-alive ones stay where they land) and /healthz answers."""
     import urllib.request
 
     deadline = time.monotonic() + timeout_s
@@ -306,6 +312,9 @@ def _wait_listening(config: ServeConfig, procs: list[Any], timeout_s: float = 60
     while time.monotonic() < deadline:
         if any(not p.is_alive() for p in procs):
             raise ServeError("an HTTP worker exited while starting")
+        if min(accepting) < 0:
+            time.sleep(0.05)
+            continue
         try:
             with urllib.request.urlopen(url, timeout=1):
                 return

@@ -1,5 +1,6 @@
-"""One HTTP worker process of a several-process server: uvicorn on its own SO_REUSEPORT socket, images decoded
-here, pixels sent down the pipe to the model process. Started with ``spawn``; it never imports torch.
+"""One HTTP worker process of a several-process server: uvicorn on the listening socket every worker shares (a
+least-connections accept, ``listen.Acceptor``), images decoded here, pixels sent down the pipe to the model
+process. Started with ``spawn``; it never imports torch.
 
 The worker watches its pipe from the start: when the model process dies (killed, out of memory) the pipe ends, every
 waiting request gets 503 + Retry-After at once, /healthz and /readyz answer 503, and the worker drains and exits
@@ -14,6 +15,7 @@ from multiprocessing.connection import Connection
 
 from gpukit.serve.config import ServeConfig
 from gpukit.serve.decode import warm_decoder
+from gpukit.serve.listen import SharedListener
 from gpukit.serve.model import ModelInfo
 
 __all__ = ["MODEL_GONE_EXIT", "worker_main"]
@@ -21,11 +23,11 @@ __all__ = ["MODEL_GONE_EXIT", "worker_main"]
 MODEL_GONE_EXIT = 3
 
 
-def worker_main(config: ServeConfig, info: ModelInfo, conn: Connection, index: int) -> None:
+def worker_main(config: ServeConfig, info: ModelInfo, conn: Connection, share: SharedListener) -> None:
     from gpukit.serve.app import build_app
     from gpukit.serve.core import Core
     from gpukit.serve.ipc import PipeClient
-    from gpukit.serve.listen import Stopped, listen_socket, raise_open_files_limit, uvicorn_server
+    from gpukit.serve.listen import Stopped, raise_open_files_limit, uvicorn_server
     from gpukit.serve.metrics import Metrics
 
     raise_open_files_limit()
@@ -34,25 +36,27 @@ def worker_main(config: ServeConfig, info: ModelInfo, conn: Connection, index: i
     warm_decoder(info.image_size)
     client = PipeClient(conn)
     core.submitter = client
-    sock = listen_socket(config.host, config.port, reuse_port=True)
 
     def model_gone() -> None:
         core.model_gone = True
-        sys.stderr.write(f"error: the model process exited; HTTP worker {index} stops (exit {MODEL_GONE_EXIT})\n")
+        sys.stderr.write(f"error: the model process exited; HTTP worker {share.index} stops (exit {MODEL_GONE_EXIT})\n")
         sys.stderr.flush()
         server.should_exit = True
 
     server = uvicorn_server(
-        build_app(core, on_start=lambda: client.watch(model_gone)), config, lambda: setattr(core, "draining", True)
+        build_app(core, on_start=lambda: client.watch(model_gone)),
+        config,
+        lambda: setattr(core, "draining", True),
+        share,
     )
     try:
-        server.run(sockets=[sock])
+        server.run(sockets=[share.sock])
         if not core.model_gone:
             client.send_counts(asdict(Stopped.of(core, server.connection_stats)))
     except OSError:
         pass  # the model process is gone: nobody to tell
     finally:
-        sock.close()
+        share.sock.close()
         conn.close()
     if core.model_gone:
         sys.exit(MODEL_GONE_EXIT)
