@@ -11,8 +11,10 @@ the model process sends the replies one batch has for a worker in one message (`
 of one message (and its system calls and GIL hand-offs) per request each way. The model process reads each pipe
 with ``_Frames`` (into one reused buffer, without the GIL) rather than ``recv_bytes``: ResNet-50 on an H200 served
 11,548 against 10,853 and 10,679 req/s with it and the one-call pinned copy (benchmarks/serve-knobs_h200_2026-12-04.md).
-The worker's ``PipeClient`` looks like the ``Batcher`` to the HTTP code (its event loop reads the replies);
-``PipeHub`` feeds the real one, one thread reading every worker's pipe.
+A worker reads its replies the same way: one ``readv`` each time the pipe is readable, where ``poll`` and
+``recv_bytes`` made four system calls a message (benchmarks/serve-syscalls_cpu_2026-12-05.md). The worker's
+``PipeClient`` looks like the ``Batcher`` to the HTTP code (its event loop reads the replies); ``PipeHub`` feeds the
+real one, one thread reading every worker's pipe.
 """
 
 from __future__ import annotations
@@ -153,6 +155,7 @@ class PipeClient:
         self._out = _Outbox(conn)
         self._depth = 0
         self._reading: asyncio.AbstractEventLoop | threading.Thread | None = None
+        self._frames = _Frames(conn.fileno(), 1 << 16)  # the replies, read as the model process reads requests
         self._on_gone: Callable[[], None] | None = None
         self.closed = False
 
@@ -224,23 +227,28 @@ class PipeClient:
         self._reading = loop
 
     def _drain(self) -> None:
-        """On the loop, when the pipe is readable: every reply that has arrived."""
+        """On the loop, when the pipe is readable: one read of what has arrived (one system call, where
+        ``poll`` and ``recv_bytes`` took four a message), and every whole reply in it."""
         try:
-            while self.conn.poll(0):
-                self._deliver(self.conn.recv_bytes())
+            self._frames.read()
         except (EOFError, OSError):
             assert isinstance(self._reading, asyncio.AbstractEventLoop)
             self._reading.remove_reader(self.conn.fileno())
             self._fail_all()
+            return
+        while (msg := self._frames.frame()) is not None:
+            self._deliver(msg)
 
     def _read(self) -> None:
         try:
             while True:
-                self._deliver(self.conn.recv_bytes())
+                self._frames.read()
+                while (msg := self._frames.frame()) is not None:
+                    self._deliver(msg)
         except (EOFError, OSError):
             self._fail_all()
 
-    def _deliver(self, msg: bytes) -> None:
+    def _deliver(self, msg: bytes | memoryview) -> None:
         for (rid, status, queue_s, prep_s, infer_s, t_submit, batch, depth), tail in _records(msg, _REP):
             self._depth = depth
             callback = self._pending.pop(rid, None)

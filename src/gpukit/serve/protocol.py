@@ -52,15 +52,46 @@ _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large", 50
 
 class _Transport:
     """The real transport, except that ``close()`` is the protocol's lingering close, after which the transport
-    counts as closing (uvicorn then starts no pipelined request on it)."""
+    counts as closing (uvicorn then starts no pipelined request on it), and that a response's head can wait for its
+    body (``hold``).
+
+    uvicorn writes a response's status line and headers at ``http.response.start`` and its body at
+    ``http.response.body``: two sends, two TCP segments, and two wake-ups of the client for one small answer. Held,
+    the head leaves with the body's first bytes in one send; ``release`` sends it alone when no body write comes
+    (a HEAD request, an empty or cut response), before a close, and when the response is complete."""
 
     def __init__(self, real: asyncio.Transport, close: Any) -> None:
         self._real = real
-        self.write = real.write  # the hot path, without __getattr__
+        self.write = real.write  # the hot path, without __getattr__ (``hold`` swaps it for one response)
+        self._held = b""
         self._close = close
         self._closed = False
 
+    def hold(self) -> None:
+        """The next write (a response's head) waits for the one after it."""
+        self.write = self._hold
+
+    def _hold(self, data: bytes) -> None:
+        if data.startswith(b"HTTP/1.1 1"):  # 100 Continue: the client waits for it before sending its body
+            self._real.write(data)
+            return
+        self._held = data
+        self.write = self._join
+
+    def _join(self, data: bytes) -> None:
+        held, self._held = self._held, b""
+        self.write = self._real.write
+        self._real.write(held + data)
+
+    def release(self) -> None:
+        """Send a held head now (alone), and hold nothing more."""
+        self.write = self._real.write
+        if self._held:
+            held, self._held = self._held, b""
+            self._real.write(held)
+
     def close(self) -> None:
+        self.release()
         self._closed = True
         self._close()
 
@@ -90,7 +121,8 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
         self._discarded, self._linger_bytes = 0, LINGER_BYTES
         self._head_timer: asyncio.TimerHandle | None = None
         self._timers: list[asyncio.TimerHandle] = []
-        super().connection_made(cast("asyncio.Transport", _Transport(transport, self._linger_close)))
+        self._wrapped = _Transport(transport, self._linger_close)
+        super().connection_made(cast("asyncio.Transport", self._wrapped))
         self.stats.opened += 1
         self.stats.open_now += 1
         self._arm_head_timer()
@@ -142,6 +174,12 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
         super().on_headers_complete()
         if self._draining and self.cycle is not None:
             self.cycle.keep_alive = False  # answered (503 while draining), then closed
+        if self.cycle is not None and not self.pipeline:  # this request's response is the next one written
+            self._wrapped.hold()
+
+    def on_response_complete(self) -> None:
+        self._wrapped.release()  # a head still held (no body was written) leaves now
+        super().on_response_complete()
 
     def on_message_complete(self) -> None:
         super().on_message_complete()

@@ -53,6 +53,39 @@ def test_an_event_loop_reads_the_replies_and_each_reaches_its_request():
     assert all(o.error is None and 1 <= o.batch_size <= 4 for o in outcomes)
 
 
+def test_an_event_loop_reads_replies_larger_than_the_pipe_holds_each_to_its_request():
+    """64 replies of 20,000 classes (5 MB in one message, far past a socket's buffer): the loop reads them a part at
+    a time into its reused buffer (``_Frames``) and each row still reaches its own request."""
+    classes = 20_000
+
+    def wide(batch: np.ndarray) -> np.ndarray:
+        rows = np.tile(np.arange(classes, dtype=np.float32), (len(batch), 1))
+        rows[:, 0] = batch[:, 0, 0, 0]  # which request the row answers
+        return rows
+
+    worker, model = mp.Pipe(duplex=True)
+    batcher = Batcher(wide, max_batch=64, max_wait_s=0.2, queue_size=256)
+    batcher.start()
+    PipeHub(batcher, SHAPE, conns=[model], until_empty=True)
+    client = PipeClient(worker)
+
+    async def main() -> list[Outcome]:
+        loop = asyncio.get_running_loop()
+        futures = []
+        for v in range(64):
+            fut: asyncio.Future[Outcome] = loop.create_future()
+            client.submit(np.full(SHAPE, v, np.uint8), time.monotonic() + 30, fut.set_result)
+            futures.append(fut)
+        return list(await asyncio.wait_for(asyncio.gather(*futures), 30))
+
+    outcomes = asyncio.run(main())
+    batcher.stop()
+    assert [int(o.probs[0]) for o in outcomes] == list(range(64))
+    assert all(o.probs.shape == (classes,) and o.probs[-1] == classes - 1 for o in outcomes)
+    assert max(o.batch_size for o in outcomes) > 1
+    assert len(client._frames.buf) > 1 << 20  # grown past its 64 KiB to hold the largest message
+
+
 def test_plain_threads_get_a_reader_thread_and_a_closed_model_side_fails_what_waits():
     client, batcher, model = _ends()
     got: list[Outcome] = []
