@@ -179,7 +179,8 @@ async def readyz(request: Request) -> Any:
         status, body = 200, {"status": "ready"}
     else:
         state = "draining" if core.draining else ("model_gone" if core.model_gone else None)
-        state = state or ("failed" if core.load_error else ("warming" if core.warming else "loading"))
+        state = state or ("failed" if core.load_error else ("warming" if core.warming else None))
+        state = state or ("starting" if core.workers_up is not None and core.info is not None else "loading")
         status, body = 503, {"status": state, "detail": core.load_error}
     core.metrics.observe("/readyz", status, 0.0)
     return Response(dumps(body), status, media_type="application/json")

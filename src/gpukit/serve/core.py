@@ -77,6 +77,10 @@ class Core:
     load_hint: str | None = None  # the hint of a gpukit error that stopped the load (an engine that failed its gate)
     warming: bool = False  # loaded, running every batch size once (ready after that)
     model_gone: bool = False  # a worker's model process exited: nothing here can be served again
+    # several HTTP processes: whether every one of them has accepted connections at the start (``SharedListener``);
+    # until then this one is not ready, so that a load balancer's first connections do not all stay on the first
+    # worker up (a worker replaced later does not count: the others stay ready)
+    workers_up: Any = None
     in_flight: int = 0
     admitted: int = 0  # requests let in (each one is answered, also through a drain)
     answered: int = 0
@@ -100,6 +104,10 @@ class Core:
     def ready(self) -> bool:
         if self.submitter is None or self.info is None or self.draining or self.model_gone:
             return False
+        if self.workers_up is not None:
+            if not self.workers_up():
+                return False
+            self.workers_up = None  # once: a worker replaced later leaves the others ready
         return not getattr(self.submitter, "closed", False)  # a worker whose model process has gone is not ready
 
     def check_key(self, headers: Any) -> None:
@@ -119,6 +127,8 @@ class Core:
         if self.model_gone or getattr(self.submitter, "closed", False):
             raise RequestRejected(503, "model_gone", "the model process exited; this server is stopping")
         if not self.ready:
+            if self.workers_up is not None and self.info is not None and self.submitter is not None:
+                raise RequestRejected(503, "starting", "the server's other HTTP workers are still starting")
             raise RequestRejected(
                 503,
                 "loading",

@@ -115,11 +115,13 @@ def raise_open_files_limit() -> int:
 class SharedListener:
     """What one HTTP worker of a several-process server accepts from: the listening socket every worker shares, and
     one int per worker in shared memory (``multiprocessing.RawArray``), ``counts[index]`` this worker's: its open
-    connections, -1 while it does not accept (starting, draining, dead)."""
+    connections, -1 while it does not accept (starting, draining, dead). ``all_up`` (a ``RawValue``) turns 1 once
+    every worker has accepted at the server's start, and stays 1."""
 
     sock: socket.socket
     counts: Any
     index: int
+    all_up: Any = None
 
 
 class Acceptor:

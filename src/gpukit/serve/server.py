@@ -234,6 +234,7 @@ class _Fleet:
         self.config, self.engine, self.sock = config, engine, sock
         self.ctx = mp.get_context("spawn")
         self.open = self.ctx.RawArray("i", [-1] * config.workers)  # each worker's open connections (Acceptor)
+        self.all_up = self.ctx.RawValue("b", 0)  # 1 once every worker accepted at the start: readyz may say ready
         self.procs: list[Any] = []
         self.counts: list[dict[str, int]] = []  # each worker's, as it exits
         size = engine.runner.info.image_size
@@ -243,7 +244,7 @@ class _Fleet:
         from gpukit.serve.worker import worker_main
 
         parent, child = self.ctx.Pipe(duplex=True)
-        args = (self.config, self.engine.runner.info, child, SharedListener(self.sock, self.open, i))
+        args = (self.config, self.engine.runner.info, child, SharedListener(self.sock, self.open, i, self.all_up))
         proc = self.ctx.Process(target=worker_main, args=args, name=f"gpukit-http-{i}")
         proc.start()
         child.close()
@@ -253,6 +254,7 @@ class _Fleet:
     def start(self) -> None:
         self.procs = [self.start_worker(i) for i in range(self.config.workers)]
         _wait_listening(self.config, self.procs, self.open)
+        self.all_up.value = 1
 
     def supervise(self, stopping: threading.Event, on_notice: Callable[[str], None]) -> None:
         """Until ``stopping``: replace a worker that died, unless they die faster than a crash loop allows."""

@@ -36,6 +36,7 @@ def worker_main(config: ServeConfig, info: ModelInfo, conn: Connection, share: S
     warm_decoder(info.image_size)
     client = PipeClient(conn)
     core.submitter = client
+    core.workers_up = lambda: share.all_up.value == 1
 
     def model_gone() -> None:
         core.model_gone = True

@@ -67,6 +67,31 @@ def test_readyz_is_503_warming_until_every_size_has_run(tmp_path, monkeypatch):
         assert app.state.core.submitter.runner.warmed == [1, 2, 4, 8]
 
 
+def test_readyz_is_503_starting_until_every_http_worker_accepts_and_stays_ready_after(tmp_path):
+    """A worker of a several-process server (``Core.workers_up``: the server's flag that every worker accepts):
+    not ready, and predictions 503 ``starting``, until every worker accepts; after that it stays ready."""
+    from starlette.testclient import TestClient
+
+    from gpukit.serve import ServeConfig, create_app
+
+    model = make_checkpoint(tmp_path / "run")
+    app = create_app(model, ServeConfig(model=model, device="cpu", max_batch=4))
+    all_up = [0]
+    with TestClient(app) as client:
+        deadline = time.monotonic() + 30
+        while client.get("/readyz").status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        app.state.core.workers_up = lambda: all_up[0] == 1
+        r = client.get("/readyz")
+        assert (r.status_code, r.json()["status"]) == (503, "starting")
+        r = client.post("/v1/predict", content=b"x", headers={"content-type": "image/jpeg"})
+        assert (r.status_code, r.json()["error"]) == (503, "starting")
+        all_up[0] = 1
+        assert client.get("/readyz").json() == {"status": "ready"}
+        all_up[0] = 0  # never in a server (the flag stays 1): ready is kept all the same
+        assert client.get("/readyz").status_code == 200
+
+
 def _slow_model(gate: threading.Event, ran: list[int]):
     def run(batch: np.ndarray) -> np.ndarray:
         ran.extend(int(v) for v in batch[:, 0, 0, 0])
