@@ -120,6 +120,7 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
         self._closing = self._discarding = self._lost = self._draining = False
         self._discarded, self._linger_bytes = 0, LINGER_BYTES
         self._head_timer: asyncio.TimerHandle | None = None
+        self._head_t0: float | None = None  # when this request's first byte came (None: none in head yet)
         self._timers: list[asyncio.TimerHandle] = []
         self._wrapped = _Transport(transport, self._linger_close)
         super().connection_made(cast("asyncio.Transport", self._wrapped))
@@ -149,25 +150,26 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
             return
         if not self._in_head:
             super().data_received(data)
-            return
-        room = HEADER_LIMIT_BYTES - self._head_bytes
-        if len(data) <= room:
+        elif len(data) <= (room := HEADER_LIMIT_BYTES - self._head_bytes):
             self._head_bytes += len(data)
             super().data_received(data)
-            return
-        super().data_received(data[:room])  # may end the headers; if not, the rest is never parsed
-        if self._in_head:
-            self.stats.header_too_large += 1
-            self._refuse(431, "headers_too_large", f"request line and headers over {HEADER_LIMIT_BYTES} bytes")
-        elif self.parser is not None and not self._closing:
-            super().data_received(data[room:])
+        else:
+            super().data_received(data[:room])  # may end the headers; if not, the rest is never parsed
+            if self._in_head:
+                self.stats.header_too_large += 1
+                self._refuse(431, "headers_too_large", f"request line and headers over {HEADER_LIMIT_BYTES} bytes")
+                return
+            if self.parser is not None and not self._closing:
+                super().data_received(data[room:])
+        if self._in_head and self._head_t0 is not None and not self._closing:  # a request's headers are not all in
+            self._arm_head_timer()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._arm_head_timer()
+        self._head_t0 = self.loop.time()  # the header deadline runs from here; armed only if they are not all in
 
     def on_headers_complete(self) -> None:
-        self._in_head = False
+        self._in_head, self._head_t0 = False, None
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
@@ -182,12 +184,16 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
         super().on_response_complete()
 
     def on_message_complete(self) -> None:
+        self.scope["gpukit.body_complete"] = True  # the app reads the whole body without waiting (route._body)
         super().on_message_complete()
         self._in_head, self._head_bytes = True, 0
 
     def _arm_head_timer(self) -> None:
+        """The header deadline: from the connection's start, or from the request's first byte (``_head_t0``). It is
+        armed only for headers that did not all come in one read: the common request costs no timer."""
         if self._head_timer is None and self.header_timeout_s > 0:
-            self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_timeout)
+            spent = self.loop.time() - self._head_t0 if self._head_t0 is not None else 0.0
+            self._head_timer = self.loop.call_later(max(0.0, self.header_timeout_s - spent), self._head_timeout)
 
     def _head_timeout(self) -> None:
         self._head_timer = None

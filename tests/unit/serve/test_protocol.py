@@ -4,6 +4,7 @@ leaves with its body in one send, and nothing that must go out alone waits."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +58,11 @@ class _Recorder(asyncio.Transport):
 
 
 async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Reads the body; answers its length as JSON, or in three chunks for /stream."""
+    """Reads the body; answers its length and whether it was all in when the app began (JSON), or three chunks for
+    /stream."""
     if scope["type"] != "http":
         return
+    whole = bool(scope.get("gpukit.body_complete"))  # as the route sees it before reading
     body = b""
     while True:
         msg = await receive()
@@ -71,14 +74,14 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         for part in (b"one,", b"two,", b"three"):
             await send({"type": "http.response.body", "body": part, "more_body": part != b"three"})
         return
-    payload = b'{"got":%d}' % len(body)
+    payload = b'{"got":%d,"whole":%d}' % (len(body), whole)
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
 
 
-async def _connection() -> tuple[Any, _Recorder]:
-    server = uvicorn_server(_app, ServeConfig(model=Path("unused")), lambda: None)
+async def _connection(timeout_s: float = 30.0) -> tuple[Any, _Recorder]:
+    server = uvicorn_server(_app, ServeConfig(model=Path("unused"), timeout_s=timeout_s), lambda: None)
     cfg = server.config
     cfg.load()
     from uvicorn.server import ServerState
@@ -111,7 +114,7 @@ def test_a_response_is_one_write_and_keepalive_requests_each_get_theirs():
     writes = asyncio.run(go())
     assert len(writes) == 2  # uvicorn alone: four (each head, then each body)
     for w in writes:
-        assert w.startswith(b"HTTP/1.1 200 OK\r\n") and w.endswith(b'\r\n\r\n{"got":5}')
+        assert w.startswith(b"HTTP/1.1 200 OK\r\n") and w.endswith(b'\r\n\r\n{"got":5,"whole":1}')
 
 
 def test_a_head_response_without_a_body_write_still_leaves():
@@ -138,7 +141,7 @@ def test_100_continue_goes_out_at_once_and_the_answer_after_the_body():
 
     before_body, writes = asyncio.run(go())
     assert before_body == [b"HTTP/1.1 100 Continue\r\n\r\n"]
-    assert len(writes) == 2 and writes[1].startswith(b"HTTP/1.1 200 OK") and writes[1].endswith(b'{"got":3}')
+    assert len(writes) == 2 and writes[1].startswith(b"HTTP/1.1 200 OK") and writes[1].endswith(b'{"got":3,"whole":0}')
 
 
 def test_a_streamed_response_joins_its_head_to_the_first_chunk_only():
@@ -162,7 +165,8 @@ def test_connection_close_writes_the_answer_before_the_half_close():
         return t.calls
 
     calls = asyncio.run(go())
-    assert len(calls) == 2 and isinstance(calls[0], bytes) and calls[0].endswith(b'{"got":2}') and calls[1] == "EOF"
+    assert len(calls) == 2 and calls[1] == "EOF"
+    assert isinstance(calls[0], bytes) and calls[0].endswith(b'{"got":2,"whole":1}')
 
 
 def test_a_refused_head_is_answered_alone():
@@ -176,3 +180,43 @@ def test_a_refused_head_is_answered_alone():
 
     calls = asyncio.run(go())
     assert isinstance(calls[0], bytes) and calls[0].startswith(b"HTTP/1.1 431 ") and calls[1] == "EOF"
+
+
+def test_a_body_still_coming_is_not_said_complete_and_a_whole_request_sets_no_header_timer():
+    """``gpukit.body_complete`` (the route then reads without a timer) only once the whole body is in; a kept-alive
+    request that comes in one read arms no header deadline."""
+
+    async def go() -> tuple[list[bytes], Any]:
+        protocol, t = await _connection()
+        protocol.data_received(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\n\r\nabc")
+        await _settle()
+        protocol.data_received(b"def")  # the body's rest, after the app began reading
+        await _settle()
+        protocol.data_received(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi")
+        timer = protocol._head_timer
+        await _settle()
+        return _writes(t), timer
+
+    writes, timer = asyncio.run(go())
+    assert writes[0].endswith(b'{"got":6,"whole":0}') and writes[1].endswith(b'{"got":2,"whole":1}')
+    assert timer is None
+
+
+def test_a_kept_alive_request_whose_headers_trickle_gets_408_at_its_deadline():
+    """Slowloris on a kept-alive connection: the second request's headers start and stop coming; the deadline runs
+    from its first byte (the protocol's header timeout is min(--timeout-s, 60))."""
+
+    async def go() -> tuple[list[bytes | str], float]:
+        protocol, t = await _connection(timeout_s=0.3)
+        protocol.data_received(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+        await _settle()
+        t0 = time.monotonic()
+        protocol.data_received(b"GET /x HTTP/1.1\r\nHost: a\r\n")
+        while "EOF" not in t.calls and time.monotonic() - t0 < 5:
+            await asyncio.sleep(0.01)
+            protocol.data_received(b"X-Slow: 1\r\n") if time.monotonic() - t0 < 0.2 else None  # still trickling
+        return t.calls, time.monotonic() - t0
+
+    calls, took = asyncio.run(go())
+    assert isinstance(calls[1], bytes) and calls[1].startswith(b"HTTP/1.1 408 ") and calls[2] == "EOF"
+    assert 0.25 <= took < 1.0, took
