@@ -36,13 +36,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def start(src: Path, model: Path, workers: int) -> tuple[subprocess.Popen[str], str]:
+    """`gpukit serve --workers N --device cpu` from the tree ``src`` → (its process, its URL once it serves)."""
     cmd = [sys.executable, "-m", "gpukit", "serve", str(model), "--port", "0", "--device", "cpu"]
     cmd += ["--workers", str(workers), "--quiet"]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(src)})
     assert proc.stderr is not None
     for line in proc.stderr:
         if m := re.search(r"serving (http://\S+)", line):
-            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()  # type: ignore[union-attr]
+            threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
             return proc, m.group(1)
     raise RuntimeError(f"the server did not start (exit {proc.wait()})")
 

@@ -22,27 +22,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def start(src: Path, model: Path, workers: int) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "gpukit", "serve", str(model), "--port", "0", "--device", "cpu"]
-    cmd += ["--workers", str(workers), "--quiet"]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(src)})
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if m := re.search(r"serving (http://\S+)", line):
-            threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
-            return proc, m.group(1)
-    raise RuntimeError(f"the server did not start (exit {proc.wait()})")
+from serve_accept_cpu import ROOT, http_workers, start  # the server from a tree, and its HTTP workers
 
 
 def answered(url: str) -> float:
@@ -77,7 +62,7 @@ def strace_counts(pids: list[int], seconds: float) -> dict[str, int]:
 def measure(args: argparse.Namespace, model: Path, image: Path) -> dict[str, Any]:
     proc, url = start(args.src, model, args.workers)
     try:
-        workers = [k for k in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(k.cmdline())]
+        workers = http_workers(proc)
         cpu = lambda: sum(sum(w.cpu_times()[:2]) for w in workers)  # noqa: E731
         lt = loadtest(args.src, url, image, args.clients, args.seconds + 1.0)
         time.sleep(1.0)  # past the warm-up
@@ -113,7 +98,6 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "tests" / "unit" / "serve"))
-    sys.path.insert(0, str(ROOT / "benchmarks" / "scripts"))
     from serve_http_cpu import jpeg_64
     from serve_testdata import make_checkpoint
 
