@@ -78,6 +78,13 @@ def workers(n: int) -> Iterator[tuple[int, list[int], list[_Worker]]]:
             w.stop()
 
 
+@pytest.fixture
+def patient(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fallback at 2 s, not 20 ms: on a loaded machine a worker's thread may wait that long for the GIL, and the
+    spread tests are about the rule, not the fallback (its own test keeps 20 ms)."""
+    monkeypatch.setattr("gpukit.serve.listen.ACCEPT_FALLBACK_S", 2.0)
+
+
 def connect(port: int) -> tuple[socket.socket, int]:
     """A connection, once a worker has taken it: (the socket, that worker's index)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
@@ -85,7 +92,7 @@ def connect(port: int) -> tuple[socket.socket, int]:
     return s, int(s.recv(16))
 
 
-def test_connections_opened_one_after_another_spread_evenly():
+def test_connections_opened_one_after_another_spread_evenly(patient):
     with workers(3) as (port, counts, _):
         held = [connect(port) for _ in range(30)]
         got = [sum(1 for _, i in held if i == w) for w in range(3)]
@@ -99,7 +106,7 @@ def test_connections_opened_one_after_another_spread_evenly():
         assert counts == [0, 0, 0]
 
 
-def test_a_burst_of_connections_spreads_evenly():
+def test_a_burst_of_connections_spreads_evenly(patient):
     with workers(3) as (port, counts, _):
         socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(60)]  # all at once
         for s in socks:
@@ -111,7 +118,7 @@ def test_a_burst_of_connections_spreads_evenly():
             s.close()
 
 
-def test_new_connections_go_to_the_worker_holding_fewest():
+def test_new_connections_go_to_the_worker_holding_fewest(patient):
     """Least connections, not a hash: once worker 0's clients have gone, the next connections all go to it."""
     with workers(2) as (port, counts, _):
         held = [connect(port) for _ in range(8)]
