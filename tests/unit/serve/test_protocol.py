@@ -98,8 +98,20 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
-def _writes(t: _Recorder) -> list[bytes]:
-    return [c for c in t.calls if isinstance(c, bytes)]
+def _writes(calls: list[bytes | str]) -> list[bytes]:
+    return [c for c in calls if isinstance(c, bytes)]
+
+
+def _one_request(raw: bytes) -> list[bytes | str]:
+    """A new connection given ``raw`` in one read: every call the protocol then made on its transport."""
+
+    async def go() -> list[bytes | str]:
+        protocol, t = await _connection()
+        protocol.data_received(raw)
+        await _settle()
+        return t.calls
+
+    return asyncio.run(go())
 
 
 def test_a_response_is_one_write_and_keepalive_requests_each_get_theirs():
@@ -109,7 +121,7 @@ def test_a_response_is_one_write_and_keepalive_requests_each_get_theirs():
             protocol.data_received(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello")
             await _settle()
         protocol.connection_lost(None)
-        return _writes(t)
+        return _writes(t.calls)
 
     writes = asyncio.run(go())
     assert len(writes) == 2  # uvicorn alone: four (each head, then each body)
@@ -118,13 +130,7 @@ def test_a_response_is_one_write_and_keepalive_requests_each_get_theirs():
 
 
 def test_a_head_response_without_a_body_write_still_leaves():
-    async def go() -> list[bytes]:
-        protocol, t = await _connection()
-        protocol.data_received(b"HEAD /x HTTP/1.1\r\nHost: a\r\n\r\n")
-        await _settle()
-        return _writes(t)
-
-    writes = asyncio.run(go())
+    writes = _writes(_one_request(b"HEAD /x HTTP/1.1\r\nHost: a\r\n\r\n"))
     assert len(writes) == 1 and writes[0].startswith(b"HTTP/1.1 200 OK\r\n") and writes[0].endswith(b"\r\n\r\n")
 
 
@@ -134,10 +140,10 @@ def test_100_continue_goes_out_at_once_and_the_answer_after_the_body():
         head = b"POST /x HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n"
         protocol.data_received(head)
         await _settle()
-        before_body = _writes(t)  # the client sends its body only once it has this
+        before_body = _writes(t.calls)  # the client sends its body only once it has this
         protocol.data_received(b"abc")
         await _settle()
-        return before_body, _writes(t)
+        return before_body, _writes(t.calls)
 
     before_body, writes = asyncio.run(go())
     assert before_body == [b"HTTP/1.1 100 Continue\r\n\r\n"]
@@ -145,40 +151,21 @@ def test_100_continue_goes_out_at_once_and_the_answer_after_the_body():
 
 
 def test_a_streamed_response_joins_its_head_to_the_first_chunk_only():
-    async def go() -> list[bytes]:
-        protocol, t = await _connection()
-        protocol.data_received(b"GET /stream HTTP/1.1\r\nHost: a\r\n\r\n")
-        await _settle()
-        return _writes(t)
-
-    writes = asyncio.run(go())
+    writes = _writes(_one_request(b"GET /stream HTTP/1.1\r\nHost: a\r\n\r\n"))
     assert len(writes) == 3
     assert writes[0].startswith(b"HTTP/1.1 200 OK") and writes[0].endswith(b"\r\n\r\n4\r\none,\r\n")
     assert writes[1:] == [b"4\r\ntwo,\r\n", b"5\r\nthree\r\n0\r\n\r\n"]
 
 
 def test_connection_close_writes_the_answer_before_the_half_close():
-    async def go() -> list[bytes | str]:
-        protocol, t = await _connection()
-        protocol.data_received(b"POST /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 2\r\n\r\nhi")
-        await _settle()
-        return t.calls
-
-    calls = asyncio.run(go())
+    calls = _one_request(b"POST /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 2\r\n\r\nhi")
     assert len(calls) == 2 and calls[1] == "EOF"
     assert isinstance(calls[0], bytes) and calls[0].endswith(b'{"got":2,"whole":1}')
 
 
 def test_a_refused_head_is_answered_alone():
     """431 before the headers are complete: written at once (nothing is held before a request's headers end)."""
-
-    async def go() -> list[bytes | str]:
-        protocol, t = await _connection()
-        protocol.data_received(b"GET /x HTTP/1.1\r\nHost: a\r\nX-Big: " + b"a" * (70 * 1024))
-        await _settle()
-        return t.calls
-
-    calls = asyncio.run(go())
+    calls = _one_request(b"GET /x HTTP/1.1\r\nHost: a\r\nX-Big: " + b"a" * (70 * 1024))
     assert isinstance(calls[0], bytes) and calls[0].startswith(b"HTTP/1.1 431 ") and calls[1] == "EOF"
 
 
@@ -195,7 +182,7 @@ def test_a_body_still_coming_is_not_said_complete_and_a_whole_request_sets_no_he
         protocol.data_received(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi")
         timer = protocol._head_timer
         await _settle()
-        return _writes(t), timer
+        return _writes(t.calls), timer
 
     writes, timer = asyncio.run(go())
     assert writes[0].endswith(b'{"got":6,"whole":0}') and writes[1].endswith(b'{"got":2,"whole":1}')
