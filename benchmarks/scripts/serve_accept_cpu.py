@@ -155,6 +155,14 @@ async def at_once_and_count(host: str, port: int, n: int, workers: list[psutil.P
     return counts
 
 
+def write_doc(args: argparse.Namespace, result: dict[str, Any], **setup: Any) -> None:
+    """The run's machine, label and setup beside ``result``, to ``--json`` when given."""
+    doc = {"label": args.label, "python": sys.version.split()[0], "machine": platform.machine(),
+           "cpus": os.cpu_count(), "workers": args.workers, **setup, **result}  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps(doc, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--src", type=Path, default=ROOT / "src")
@@ -172,8 +180,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model = make_checkpoint(Path(tmp) / "ckpt")
         result = measure(args, model)
-    doc = {"label": args.label, "python": sys.version.split()[0], "machine": platform.machine(),
-           "cpus": os.cpu_count(), "workers": args.workers, "connections": args.connections, **result}  # fmt: skip
     s = result["spread"]
     print(f"{args.label}: {args.connections} connections one by one on {args.workers} workers, {args.trials} trials: "
           f"{s['mean_idle_workers']:.2f} workers idle, largest share {s['mean_largest']:.2f} (even: "
@@ -183,8 +189,7 @@ def main() -> None:
     for k, c in result["churn"].items():
         print(f"{args.label}: churn {k} at a time: {c['per_s']:.0f} connections/s, {c['worker_cpu_us']:.0f} µs "
               f"of workers' CPU a connection")  # fmt: skip
-    if args.json:
-        args.json.write_text(json.dumps(doc, indent=1))
+    write_doc(args, result, connections=args.connections)
 
 
 if __name__ == "__main__":

@@ -14,9 +14,7 @@ path: 64 px JPEGs decoded in the workers) and `gpukit loadtest` (``--clients`` k
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import re
 import signal
 import subprocess
@@ -27,7 +25,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from serve_accept_cpu import ROOT, http_workers, start  # the server from a tree, and its HTTP workers
+from serve_accept_cpu import ROOT, http_workers, start, write_doc  # the server from a tree, its HTTP workers
 
 
 def answered(url: str) -> float:
@@ -106,13 +104,10 @@ def main() -> None:
         image = Path(tmp) / "a.jpg"
         image.write_bytes(jpeg_64())
         result = measure(args, model, image)
-    doc = {"label": args.label, "python": sys.version.split()[0], "machine": platform.machine(),
-           "cpus": os.cpu_count(), "workers": args.workers, "clients": args.clients, **result}  # fmt: skip
     calls = ", ".join(f"{k} {v:.2f}" for k, v in list(result.get("syscalls_per_request", {}).items())[:8])
     print(f"{args.label}: {result['rps']:.0f} req/s, workers' CPU {result['worker_cpu_us']:.0f} µs a request; "
           f"system calls a request: {calls}")  # fmt: skip
-    if args.json:
-        args.json.write_text(json.dumps(doc, indent=1))
+    write_doc(args, result, clients=args.clients)
 
 
 if __name__ == "__main__":
