@@ -127,3 +127,39 @@ def test_nvjpeg_from_the_pinned_buffer_decodes_what_pageable_bytes_decode(monkey
     kept = decoder._bitstreams
     assert not decoder._pinned(jpegs[:2])[0].is_pinned()
     assert decoder._bitstreams is kept
+
+
+def test_host_threads_beside_nvjpeg_stage_libjpeg_turbos_pixels(ckpt: Path) -> None:
+    """With nvJPEG and host threads (``staging.HostDecoder``) a batch is split: the host-decoded rows are exactly
+    libjpeg-turbo's pixels (64 px and resized 80×48 ones), the nvJPEG rows within a level or two of them, a broken
+    JPEG fails alone whichever side got it, and the share is learnt from both sides."""
+    from PIL import Image
+
+    rng = np.random.default_rng(4)
+    jpegs = []
+    for i in range(40):
+        w, h = (64, 64) if i % 5 else (80, 48)
+        buf = io.BytesIO()
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(buf, "JPEG", quality=90)
+        jpegs.append(buf.getvalue())
+    jpegs[-3] = jpegs[-3][:20] + b"\0" * 30 + jpegs[-3][50:]  # garbage tables: among the host's rows
+    jpegs[2] = jpegs[2][:20] + b"\0" * 30 + jpegs[2][50:]  # and among nvJPEG's
+    alone = ModelRunner(ckpt, "cuda", max_batch=64, amp="off", cuda_graphs=True)
+    alone.warm_batch_decoder("nvjpeg", host_threads=0)
+    split = ModelRunner(ckpt, "cuda", max_batch=64, amp="off", cuda_graphs=True)
+    split.warm_batch_decoder("nvjpeg", host_threads=3)
+    split.stager.host.share = 0.5
+    got = split.prepare(jpegs)  # type: ignore[arg-type]
+    x = got.x[: got.n].cpu()
+    assert got.shapes["host"] == 20 and got.shapes["stacked"] + got.shapes["resized"] == 38
+    assert [i for i, e in enumerate(got.errors) if e] == [2, 37]
+    cpu = ModelRunner(ckpt, "cpu", max_batch=64)  # Pillow: libjpeg-turbo, and the same resize on the device
+    want = cpu.prepare(jpegs).x  # type: ignore[arg-type]
+    for i in range(20, 40):  # the host's rows: the same decoder as Pillow; resized ones within float rounding
+        assert int((x[i].int() - want[i].int()).abs().max()) <= (0 if i % 5 else 1), i
+    nv = alone.prepare(jpegs).x[:40].cpu()  # type: ignore[arg-type]
+    assert torch.equal(x[:20], nv[:20])  # nvJPEG's rows as nvJPEG alone makes them
+    assert float((nv[20:].float() - want[20:].float()).abs().mean()) < 2.0  # nvJPEG against libjpeg-turbo
+    probs, errors = split.execute(got)
+    assert errors == got.errors and probs.shape == (40, 3)
+    assert split.stager.host._batch_s is not None and split.stager.host._host_s is not None

@@ -38,6 +38,7 @@ __all__ = [
     "nvimgcodec_unavailable",
     "plain_bytes",
     "probe",
+    "simplejpeg_module",
     "sniff",
     "warm_decoder",
 ]
@@ -281,7 +282,8 @@ def decode_bytes(data: bytes, size: int, max_pixels: int) -> np.ndarray:
 _SIMPLEJPEG: Any = None  # the module once imported; False when it is not installed
 
 
-def _simplejpeg() -> Any:
+def simplejpeg_module() -> Any:
+    """simplejpeg once imported, or False when it is not installed (it is in the ``serve`` extra)."""
     global _SIMPLEJPEG
     if _SIMPLEJPEG is None:
         try:
@@ -298,7 +300,7 @@ def plain_bytes(data: bytes, size: int, max_pixels: int, frame: Frame | None = N
     8-bit RGB or grayscale JPEG (``_jpeg_frame``; ``frame``: read already) that Pillow would decode at full size,
     since its draft mode scales only from twice ``size`` on. None: Pillow's path (``probe``). A header that fails a
     check raises as ``probe``."""
-    if data[:3] != b"\xff\xd8\xff" or not _simplejpeg():
+    if data[:3] != b"\xff\xd8\xff" or not simplejpeg_module():
         return None
     frame = frame or _jpeg_frame(data)
     if frame is None:
@@ -316,7 +318,7 @@ def decode_plain(data: bytes, size: int) -> np.ndarray | None:
     from PIL import Image
 
     try:
-        rgb = _simplejpeg().decode_jpeg(data, colorspace="RGB")
+        rgb = simplejpeg_module().decode_jpeg(data, colorspace="RGB")
     except Exception:  # ValueError for what libjpeg-turbo refuses; whatever else it raises, Pillow's path answers
         return None
     if rgb.shape[:2] != (size, size):

@@ -3,6 +3,7 @@ and the model process of ``--workers N``. Imports torch; the HTTP workers never 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -39,7 +40,7 @@ def start_engine(
     metrics.observe_engine(choice.engine, choice.precision, _gate_state(choice), choice.build_s)
     warm_decoder(runner.info.image_size)
     if config.decode in BATCH_DECODERS:
-        runner.warm_batch_decoder(config.decode)
+        runner.warm_batch_decoder(config.decode, config.host_threads(runner.cuda, os.cpu_count()))
 
     read_at = 0.0
 
