@@ -14,7 +14,8 @@ Steps (≤ 9 minutes on one H200 with its 16-core host; the time guard skips the
  6. Optional (issue 27): ResNet-50 with ``--decode nvimgcodec`` and ``nvimgcodec-hw``, the seed CNN with
     ``nvimgcodec`` (nvImageCodec must be on PYTHONPATH). ``GPUKIT_SERVE_ENGINE`` picks the engine (default eager;
     ``SERVE_READY_S`` how long a start may take: compile builds every batch size before /readyz);
-    ``GPUKIT_SERVE_EXTRA`` adds `gpukit serve` options to every gpukit server ("--host-decode-threads 0").
+    ``GPUKIT_SERVE_EXTRA`` adds `gpukit serve` options to every gpukit server ("--host-decode-threads 0");
+    ``SERVE_KEEP_WORK=1`` keeps the last run's work folder (a compiled engine starts from its cache).
 Every load comes from `gpukit loadtest` (several processes; its own CPU use is recorded beside each point).
 Writes $OUT/serve_h200.json, serve_h200.png and serve_h200.md.
 
@@ -564,7 +565,8 @@ def main() -> int:
     stem = "serve_h200_only" if only else "serve_h200"
     a.out.mkdir(parents=True, exist_ok=True)
     work = Path("/tmp/serve_h200_work")
-    shutil.rmtree(work, ignore_errors=True)
+    if not os.environ.get("SERVE_KEEP_WORK"):  # set: the same seeded checkpoints again, their engine caches kept
+        shutil.rmtree(work, ignore_errors=True)
     cuda = a.device.startswith("cuda")
     workers = a.workers or max(2, min(8, (os.cpu_count() or 4) // 2))
     curve = ([1, 8, 64, 256] if not a.quick else [1, 8]) if only is None else []  # --only: headline point only
