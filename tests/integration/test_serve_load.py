@@ -200,6 +200,8 @@ def test_loadtest_counts_match_the_metrics_of_a_several_process_server(model, im
         assert doc["statuses"] == {"200": doc["requests"]} and doc["requests"] > 20
         assert served == doc["sent"]  # every request sent (warm-up and tail included) was counted once
         assert metric(after, "gpukit_images_total") - metric(before, "gpukit_images_total") == doc["sent"]
+        host = metric(after, "gpukit_host_decoded_images_total")  # up to date once a second: a lower bound
+        assert 0 < host < metric(after, "gpukit_images_total") and 0 < metric(after, "gpukit_host_decode_share") < 1
         assert doc["throughput_rps"] == pytest.approx(doc["requests"] / doc["duration_s"])
         lat = doc["latency_ms"]
         assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]

@@ -309,6 +309,7 @@ class HostDecoder:
         self.share = 0.0
         self._batch_s: float | None = None  # per image, wall
         self._host_s: float | None = None  # per image, wall with ``threads`` of them at once
+        self.decoded = 0  # JPEGs the threads decoded, all batches (the warm-up's too)
         self.forget()
 
     def count(self, n: int) -> int:
@@ -336,6 +337,7 @@ class HostDecoder:
             results += got
             busy += seconds
         self._learn(batch_s, batch_n, busy, len(results))
+        self.decoded += sum(r is not None for r in results)
         return results
 
     def forget(self) -> None:
