@@ -4,12 +4,10 @@ pixels as libjpeg-turbo through simplejpeg, so a split batch must stage exactly 
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 import torch
-from serve_testdata import SIZE, image_bytes, make_checkpoint
+from serve_testdata import SIZE, image_bytes, make_checkpoint, outcomes
 
 from gpukit.errors import ConfigError
 from gpukit.serve.config import HOST_DECODE_THREADS, ServeConfig
@@ -99,31 +97,16 @@ def test_without_simplejpeg_there_are_no_host_threads(monkeypatch: pytest.Monkey
 
 
 def test_split_batches_behind_the_batcher_answer_as_one_at_a_time(tmp_path) -> None:
-    from gpukit.serve.batcher import Batcher, Outcome
+    from gpukit.serve.batcher import Batcher
     from gpukit.serve.model import ModelRunner
 
     runner = ModelRunner(make_checkpoint(tmp_path / "run"), device="cpu", max_batch=16)
     runner.warm_batch_decoder("nvjpeg", host_threads=2)
     assert runner.stager.host.threads == 2 and runner.stager.host.share == HostDecoder.START_SHARE  # warm-up forgot
     items = _items() * 3
-    got: dict[int, Outcome] = {}
-    done = threading.Event()
     b = Batcher(runner, max_batch=16, max_wait_s=0.05, queue_size=100)
     b.start()
-
-    def answer(i: int):
-        def cb(o: Outcome) -> None:
-            got[i] = o
-            if len(got) == len(items):
-                done.set()
-
-        return cb
-
-    import time
-
-    for i, item in enumerate(items):
-        b.submit(item, time.monotonic() + 30, answer(i))
-    assert done.wait(30)
+    got = outcomes(b, items)
     b.stop()
     reference = ModelRunner(make_checkpoint(tmp_path / "run2"), device="cpu", max_batch=16)  # same weights (seeded)
     for i, item in enumerate(items):

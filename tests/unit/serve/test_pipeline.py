@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from serve_testdata import SIZE, image_bytes, make_checkpoint
+from serve_testdata import SIZE, image_bytes, make_checkpoint, outcomes
 
 from gpukit.serve.batcher import Batcher, Outcome
 
@@ -220,20 +220,7 @@ def test_cpu_runner_behind_the_pipelined_batcher(runner):
     b.start()
     imgs = [image_bytes("JPEG", (30 + i, 24), seed=10 + i) for i in range(9)]
     imgs[4] = b"\xff\xd8\xff not really a jpeg"
-    got: dict[int, Outcome] = {}
-    done = threading.Event()
-
-    def make(i: int):
-        def cb(o: Outcome) -> None:
-            got[i] = o
-            if len(got) == len(imgs):
-                done.set()
-
-        return cb
-
-    for i, data in enumerate(imgs):
-        b.submit(data, time.monotonic() + 30, make(i))
-    assert done.wait(30)
+    got = outcomes(b, imgs)
     b.stop()
     for i, data in enumerate(imgs):
         if i == 4:
