@@ -4,6 +4,7 @@
 #   tests  the GPU serve tests (the split against nvJPEG alone and libjpeg-turbo);
 #   resnet the headline's ResNet-50 part (serve_headline_compile_h200.sh: --engine compile beside LitServe, wrk
 #          beside gpukit loadtest), host threads on their default;
+#   on     the gpukit server of "resnet" alone, without LitServe (for a short lease);
 #   seed   the headline's seed CNN part (its JPEGs are decoded in the HTTP workers: the host threads play no part);
 #   off    ResNet-50's gpukit server again with --host-decode-threads 0, on the same host (the compiled engine
 #          from its cache), last, so that a call cut short keeps the rest.
@@ -22,6 +23,11 @@ if part tests; then
   tail -3 $R/gpu-tests.log; save
 fi
 part resnet && PARTS="resnet" bash benchmarks/scripts/serve_headline_compile_h200.sh
+if part on; then  # the gpukit server of "resnet" alone (no LitServe): a short lease's A/B with "off"
+  echo "== resnet compile, host threads on their default $(date +%T)"
+  GPUKIT_SERVE_ENGINE=compile SERVE_READY_S=200 timeout 200 python3 benchmarks/scripts/serve_h200.py \
+    --out $R/res-on --only resnet/gpukit-nvjpeg 2>&1 | grep -v "^ *$" | tail -6; save
+fi
 if part seed; then
   [ -d /tmp/serve_h200_work ] && mv /tmp/serve_h200_work /tmp/resnet_work  # the seed part's run clears it
   PARTS="seed" bash benchmarks/scripts/serve_headline_compile_h200.sh
