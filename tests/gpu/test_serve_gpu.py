@@ -142,8 +142,10 @@ def test_host_threads_beside_nvjpeg_stage_libjpeg_turbos_pixels(ckpt: Path) -> N
         buf = io.BytesIO()
         Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(buf, "JPEG", quality=90)
         jpegs.append(buf.getvalue())
-    jpegs[-3] = jpegs[-3][:20] + b"\0" * 30 + jpegs[-3][50:]  # garbage tables: among the host's rows
-    jpegs[2] = jpegs[2][:20] + b"\0" * 30 + jpegs[2][50:]  # and among nvJPEG's
+    # cut inside the scan (nvJPEG decoded garbage tables without an error on an H100): among the host's rows (it
+    # goes back to nvJPEG, which names the error) and among nvJPEG's
+    jpegs[-3] = jpegs[-3][: len(jpegs[-3]) // 3]
+    jpegs[2] = jpegs[2][: len(jpegs[2]) // 3]
     alone = ModelRunner(ckpt, "cuda", max_batch=64, amp="off", cuda_graphs=True)
     alone.warm_batch_decoder("nvjpeg", host_threads=0)
     split = ModelRunner(ckpt, "cuda", max_batch=64, amp="off", cuda_graphs=True)
