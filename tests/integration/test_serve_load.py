@@ -138,8 +138,15 @@ def _check_batch_decoding(srv, model, tmp_path, run_cli) -> None:
     status, _, body = post_image(srv.url, good.read_bytes())
     assert status == 200 and json.loads(body)["probability"] == pytest.approx(want["probability"], abs=1e-6)
     data = good.read_bytes()
-    broken = data[:20] + b"\0" * 30 + data[50:]  # a valid start and end, garbage tables: fails in the batch decoder
-    status, _, body = post_image(srv.url, broken)
+    sos = data.find(b"\xff\xda")
+    broken = bytearray(data)  # a clean header whose scan names Huffman tables never defined: the batch decoder fails
+    for c in range(data[sos + 4]):
+        broken[sos + 6 + 2 * c] = 0x33
+    status, _, body = post_image(srv.url, bytes(broken))
+    assert status == 400 and json.loads(body)["error"] == "corrupt"
+    # its quantization tables overwritten: Pillow's header parser skips the garbage, so only the plain-JPEG reader
+    # keeps it from the batch decoder (nvJPEG decoded such a file on an H100); Pillow in the worker refuses it
+    status, _, body = post_image(srv.url, data[:20] + b"\0" * 30 + data[50:])
     assert status == 400 and json.loads(body)["error"] == "corrupt"
     assert post_image(srv.url, data[: len(data) // 2])[0] == 400  # truncated: goes the Pillow path, refused there
     cmyk = image_bytes("JPEG", size=(20, 20), mode="CMYK")
@@ -172,8 +179,7 @@ def test_a_server_decoding_with_nvimgcodec_answers_as_predict(model, run_cli, tm
 
 
 def test_loadtest_counts_match_the_metrics_of_a_several_process_server(model, image, run_cli, tmp_path):
-    # two host threads take part of each batch's JPEGs (auto would be none on a CPU device): same answers
-    srv = start_server(model, "--workers", "2", "--decode", "nvjpeg", "--host-decode-threads", "2", "--quiet")
+    srv = start_server(model, "--workers", "2", "--decode", "nvjpeg", "--quiet")
     try:
         _check_batch_decoding(srv, model, tmp_path, run_cli)
         before = request(srv.url + "/metrics")[2].decode()
@@ -200,8 +206,6 @@ def test_loadtest_counts_match_the_metrics_of_a_several_process_server(model, im
         assert doc["statuses"] == {"200": doc["requests"]} and doc["requests"] > 20
         assert served == doc["sent"]  # every request sent (warm-up and tail included) was counted once
         assert metric(after, "gpukit_images_total") - metric(before, "gpukit_images_total") == doc["sent"]
-        host = metric(after, "gpukit_host_decoded_images_total")  # up to date once a second: a lower bound
-        assert 0 < host < metric(after, "gpukit_images_total") and 0 < metric(after, "gpukit_host_decode_share") < 1
         assert doc["throughput_rps"] == pytest.approx(doc["requests"] / doc["duration_s"])
         lat = doc["latency_ms"]
         assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]

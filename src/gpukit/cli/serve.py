@@ -45,12 +45,6 @@ def _serve_command(
     decode_threads: int = typer.Option(
         0, "--decode-threads", help="Threads decoding images with Pillow per HTTP process (0: from the CPU count)."
     ),
-    host_decode_threads: int = typer.Option(
-        -1,
-        "--host-decode-threads",
-        help="With --decode nvjpeg: model-process threads decoding part of each batch's JPEGs on the host beside"
-        " nvJPEG, the share learnt from both rates (-1: a quarter of the CPUs, at most 4; 0: none).",
-    ),
     amp: str = typer.Option("off", "--amp", help="off (the same numbers as `gpukit predict`) or bf16 (CUDA)."),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs", help="One CUDA graph per batch size."),
     decode: str = typer.Option(
@@ -87,7 +81,6 @@ def _serve_command(
         max_pixels=max_pixels,
         decode_memory_mb=decode_memory_mb,
         decode_threads=decode_threads,
-        host_decode_threads=host_decode_threads,
         amp=amp,
         cuda_graphs=cuda_graphs,
         decode=decode,

@@ -22,8 +22,6 @@ CUDA_ENGINE = "auto"
 # `--decode auto` on CUDA: Pillow in the HTTP processes for a model input of at most this many pixels a side, nvJPEG
 # in the model process above it (see ``resolve_auto``)
 PIL_SIDE = 64
-# --host-decode-threads auto's ceiling (ServeConfig.host_threads)
-HOST_DECODE_THREADS = 4
 
 
 @dataclass
@@ -47,9 +45,6 @@ class ServeConfig:
     # nvjpeg on CUDA (pil for a model input of at most PIL_SIDE px), pil on a CPU (``resolve_auto``)
     decode: str = "auto"
     decode_threads: int = 0  # threads decoding images per HTTP process; 0 = chosen from the CPU count
-    # --decode nvjpeg: threads of the model process decoding part of each batch's JPEGs on the host beside nvJPEG
-    # (staging.HostDecoder); -1 = ``host_threads``'s choice, 0 = none
-    host_decode_threads: int = -1
     engine: str | None = None  # auto, eager, compile, tensorrt (gpukit.serve.engines); None: CUDA_ENGINE on CUDA,
     # eager on a CPU (``resolve_auto``)
     gate_images: Path | None = None  # the accuracy gate's images (else the run's validation split, else synthetic)
@@ -65,7 +60,6 @@ class ServeConfig:
             (self.max_pixels >= 1, "--max-pixels must be at least 1"),
             (1 <= self.decode_memory_mb <= 1024 * 1024, "--decode-memory-mb must be in [1, 1048576]"),
             (0 <= self.decode_threads <= 256, "--decode-threads must be in 0..256"),
-            (-1 <= self.host_decode_threads <= 64, "--host-decode-threads must be in -1..64 (-1: auto)"),
             (0 <= self.port <= 65535, "--port must be in 0..65535"),
             (self.amp in ("off", "bf16"), "--amp must be off or bf16"),
             (self.decode in DECODERS, f"--decode must be one of {', '.join(DECODERS)}"),
@@ -88,14 +82,6 @@ class ServeConfig:
     @property
     def max_wait_s(self) -> float:
         return self.max_wait_ms / 1000.0
-
-    def host_threads(self, cuda: bool, cpus: int | None) -> int:
-        """``--host-decode-threads`` made concrete. Auto: with nvJPEG on CUDA, a quarter of the CPUs, at most
-        ``HOST_DECODE_THREADS`` (the HTTP processes need the rest); otherwise none (on a CPU the forward pass takes
-        the cores, and Pillow or nvImageCodec's hybrid backend decode on host threads of their own)."""
-        if self.host_decode_threads >= 0:
-            return self.host_decode_threads
-        return min(HOST_DECODE_THREADS, (cpus or 1) // 4) if cuda and self.decode == "nvjpeg" else 0
 
 
 def resolve_auto(config: ServeConfig) -> ServeConfig:

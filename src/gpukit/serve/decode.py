@@ -38,7 +38,6 @@ __all__ = [
     "nvimgcodec_unavailable",
     "plain_bytes",
     "probe",
-    "simplejpeg_module",
     "sniff",
     "warm_decoder",
 ]
@@ -188,18 +187,22 @@ def finish(p: Probe, data: bytes, size: int) -> np.ndarray:
 
 def batch_decodable(data: bytes, max_pixels: int) -> bool:
     """Whether the model process may decode these bytes itself (``--decode nvjpeg``): a baseline-or-progressive
-    JPEG in RGB or grayscale, within the pixel limit, ending with its end-of-image marker (a truncated one goes the
+    JPEG in RGB or grayscale whose markers read cleanly up to its scan, with a quantization table before it
+    (``_jpeg_frame``), within the pixel limit, ending with its end-of-image marker (a truncated one goes the
     Pillow path, which names the problem). Only the header is read; raises like ``decode_bytes`` for bad input.
 
-    A plain JPEG's frame header is read here in a few µs (``_jpeg_frame``); anything it does not recognise as plain
-    goes through Pillow's header parser (about 18 µs), whose answer is the rule."""
+    Anything else goes through Pillow's header parser (about 18 µs; it raises for bad input) and then Pillow's
+    path. Pillow's parser skips bytes that are not a marker, so it opens a JPEG whose quantization tables were
+    overwritten; nvJPEG then decoded such a file without an error on an H100 (garbage pixels, an answer where
+    Pillow says 400: benchmarks/serve-host-decode_h100_2026-12-06.md), so only what ``_jpeg_frame`` reads goes to
+    the batch decoder."""
     frame = _jpeg_frame(data) if data[:3] == b"\xff\xd8\xff" else None
     if frame is not None:
         _check_frame("JPEG", frame.size, len(data), frame.layers, max_pixels)
         return data.rstrip(b"\0")[-2:] == b"\xff\xd9"
-    fmt, im = _open_checked(data, max_pixels)
-    with im:
-        return fmt == "JPEG" and im.mode in ("RGB", "L") and data.rstrip(b"\0")[-2:] == b"\xff\xd9"
+    _, im = _open_checked(data, max_pixels)
+    im.close()
+    return False
 
 
 def inline_decodable(data: bytes, size: int, max_pixels: int) -> bool:
@@ -239,9 +242,9 @@ class Frame(NamedTuple):
 
 def _jpeg_frame(data: bytes) -> Frame | None:
     """The frame of a plain 8-bit RGB/grayscale JPEG (baseline, extended or progressive), read from its markers up to
-    the first scan; None for anything else (fill bytes, other frame types, two frames, a cut segment, 4 components),
-    which then takes Pillow's parser."""
-    pos, end, frame = 2, len(data), None
+    the first scan; None for anything else (fill bytes, other frame types, two frames, a cut segment, 4 components,
+    no quantization table before the scan), which then takes Pillow's parser."""
+    pos, end, frame, tables = 2, len(data), None, False
     while pos + 4 <= end:
         if data[pos] != 0xFF:
             return None
@@ -253,7 +256,8 @@ def _jpeg_frame(data: bytes) -> Frame | None:
         if length < 2 or pos + 2 + length > end:
             return None
         if marker == 0xDA:  # start of scan: the header is complete
-            return frame
+            return frame if tables else None
+        tables = tables or marker == 0xDB  # a quantization table (DQT)
         if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a frame header
             if frame is not None or marker not in _SOF_PLAIN:
                 return None
@@ -282,8 +286,7 @@ def decode_bytes(data: bytes, size: int, max_pixels: int) -> np.ndarray:
 _SIMPLEJPEG: Any = None  # the module once imported; False when it is not installed
 
 
-def simplejpeg_module() -> Any:
-    """simplejpeg once imported, or False when it is not installed (it is in the ``serve`` extra)."""
+def _simplejpeg() -> Any:
     global _SIMPLEJPEG
     if _SIMPLEJPEG is None:
         try:
@@ -300,7 +303,7 @@ def plain_bytes(data: bytes, size: int, max_pixels: int, frame: Frame | None = N
     8-bit RGB or grayscale JPEG (``_jpeg_frame``; ``frame``: read already) that Pillow would decode at full size,
     since its draft mode scales only from twice ``size`` on. None: Pillow's path (``probe``). A header that fails a
     check raises as ``probe``."""
-    if data[:3] != b"\xff\xd8\xff" or not simplejpeg_module():
+    if data[:3] != b"\xff\xd8\xff" or not _simplejpeg():
         return None
     frame = frame or _jpeg_frame(data)
     if frame is None:
@@ -318,7 +321,7 @@ def decode_plain(data: bytes, size: int) -> np.ndarray | None:
     from PIL import Image
 
     try:
-        rgb = simplejpeg_module().decode_jpeg(data, colorspace="RGB")
+        rgb = _simplejpeg().decode_jpeg(data, colorspace="RGB")
     except Exception:  # ValueError for what libjpeg-turbo refuses; whatever else it raises, Pillow's path answers
         return None
     if rgb.shape[:2] != (size, size):

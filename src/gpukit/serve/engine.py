@@ -3,7 +3,6 @@ and the model process of ``--workers N``. Imports torch; the HTTP workers never 
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -40,22 +39,18 @@ def start_engine(
     metrics.observe_engine(choice.engine, choice.precision, _gate_state(choice), choice.build_s)
     warm_decoder(runner.info.image_size)
     if config.decode in BATCH_DECODERS:
-        runner.warm_batch_decoder(config.decode, config.host_threads(runner.cuda, os.cpu_count()))
+        runner.warm_batch_decoder(config.decode)
 
-    host = runner.stager.host
-    read_at, host_seen = 0.0, host.decoded  # the warm-up's JPEGs are not served ones
+    read_at = 0.0
 
     def on_batch(size: int, seconds: float) -> None:
         # the memory gauge at most once a second: torch.cuda.memory_allocated builds the allocator's whole stats
         # dictionary, and per batch it held 1-7 % of the model process's GIL samples on an H200
         # (benchmarks/json/serve-pinned_h200_2026-12-04/call3-profile-summary.md)
-        nonlocal read_at, host_seen
+        nonlocal read_at
         now, memory = time.monotonic(), None
         if now - read_at >= 1.0:
             read_at, memory = now, runner.gpu_memory_bytes()
-            if host.threads:  # the host decoding's counter catches up with the batches prepared since
-                metrics.observe_host_decode(host.decoded - host_seen, host.share)
-                host_seen = host.decoded
         metrics.observe_batch(size, memory, batcher.depth)
 
     batcher = Batcher(

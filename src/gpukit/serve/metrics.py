@@ -101,17 +101,6 @@ class Metrics:
             "Requests taken out of the batch queue unrun because their client went away first",
             registry=reg,
         )
-        self.host_decoded = Counter(
-            "gpukit_host_decoded_images",
-            "JPEGs of the model process's batches decoded on its host threads beside nvJPEG (--host-decode-threads)",
-            registry=reg,
-        )
-        self.host_share = Gauge(
-            "gpukit_host_decode_share",
-            "Share of a batch's JPEGs the host threads take now, learnt from both sides' rates",
-            registry=reg,
-            multiprocess_mode="livemax",
-        )
         self.queue_depth = Gauge(
             "gpukit_queue_depth", "Requests waiting for the model", registry=reg, multiprocess_mode="livemax"
         )
@@ -203,11 +192,6 @@ class Metrics:
         self.queue_depth.set(depth)
         if gpu_memory is not None:
             self.gpu_memory.set(gpu_memory)
-
-    def observe_host_decode(self, images: int, share: float) -> None:
-        if images:
-            self.host_decoded.inc(images)
-        self.host_share.set(share)
 
     def observe_engine(self, engine: str, precision: str, gate: str, build_s: float) -> None:
         self.engine.labels(engine, precision, gate).set(1)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpukit.serve.engines import engine_net
-from gpukit.serve.staging import BatchDecoder, HostDecoder, Staged, Stager
+from gpukit.serve.staging import BatchDecoder, Staged, Stager
 
 if TYPE_CHECKING:
     import torch
@@ -282,21 +282,18 @@ class ModelRunner:
             return out  # type: ignore[no-any-return]
         return self._forward(self.static_in[:bucket])
 
-    def warm_batch_decoder(self, kind: str = "nvjpeg", host_threads: int = 0) -> None:
-        """Decode JPEGs per batch with ``kind`` (one of ``gpukit.serve.config.BATCH_DECODERS``), and with nvJPEG part
-        of each batch on ``host_threads`` threads (``staging.HostDecoder``), and run it once, so the first request
-        does not pay for its import and set-up."""
+    def warm_batch_decoder(self, kind: str = "nvjpeg") -> None:
+        """Decode JPEGs per batch with ``kind`` (one of ``gpukit.serve.config.BATCH_DECODERS``) and run it once, so
+        the first request does not pay for its import and set-up."""
         import io
 
         from PIL import Image
 
         self.stager.decoder = BatchDecoder(kind, self.device, self.stager.stream)
-        self.stager.host = HostDecoder(host_threads if kind == "nvjpeg" else 0)
 
         buf = io.BytesIO()
         Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(buf, "JPEG")
-        self.run_items([buf.getvalue()] * 8)  # both sides of the split once
-        self.stager.host.forget()  # a first call's set-up and 16 px images say nothing of the served rates
+        self.run_items([buf.getvalue()])
 
     def gpu_memory_bytes(self) -> int | None:
         if not self.cuda:

@@ -24,17 +24,14 @@ Stream rules (CUDA), kept by ``Stager.prepare`` and the runner's ``execute``:
 from __future__ import annotations
 
 import os
-import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gpukit.serve.config import BATCH_DECODERS
-from gpukit.serve.decode import simplejpeg_module
 
-__all__ = ["PINNED_JPEG_BYTES", "BatchDecoder", "HostDecoder", "Staged", "Stager"]
+__all__ = ["PINNED_JPEG_BYTES", "BatchDecoder", "Staged", "Stager"]
 
 PINNED_JPEG_BYTES = 64 << 20  # at most this much pinned host memory holds a batch's JPEG bytes for nvJPEG
 
@@ -47,8 +44,7 @@ class Staged:
     n: int
     errors: list[str | None]
     slot: Any = None  # the _Slot it lives in (CUDA), None on CPU
-    # how the rows were made: "stacked", "resized", "pixels"; "host": of the JPEGs, those decoded on host threads
-    shapes: dict[str, int] = field(default_factory=dict)
+    shapes: dict[str, int] = field(default_factory=dict)  # how the rows were made: "stacked", "resized", "pixels"
 
 
 class _Slot:
@@ -77,8 +73,6 @@ class Stager:
         self.stream = torch.cuda.Stream(device=device) if self.cuda else None
         self._next = 0
         self.decoder = BatchDecoder("nvjpeg", device, self.stream)  # ModelRunner.warm_batch_decoder may replace it
-        self.host = HostDecoder(0)  # none: ModelRunner.warm_batch_decoder sets the served configuration's
-        self._host_rows: Any = None  # (k, S, S, 3) uint8 host buffer the host threads decode S×S JPEGs into (pinned)
 
     def prepare(self, items: list[np.ndarray | bytes]) -> Staged:
         import torch
@@ -108,19 +102,17 @@ class Stager:
         errors: list[str | None] = [None] * n
         groups: dict[tuple[int, int], tuple[list[int], list[Any]]] = {}
         jpeg_at = [i for i, item in enumerate(items) if isinstance(item, bytes)]
-        cut = len(jpeg_at) - self.host.count(len(jpeg_at))
-        decoded, placed = self._decode_split(items, jpeg_at[:cut], jpeg_at[cut:], x)
-        for i, img in decoded:
+        for i, img in zip(jpeg_at, self._decode([items[i] for i in jpeg_at]), strict=True):  # type: ignore[misc]
             if isinstance(img, Exception):
                 errors[i] = f"corrupt: JPEG could not be decoded: {img}"
                 continue
             rows, imgs = groups.setdefault((int(img.shape[-2]), int(img.shape[-1])), ([], []))
             rows.append(i)
             imgs.append(img)
-        shapes = {"stacked": placed, "resized": 0, "pixels": 0, "host": len(jpeg_at) - cut}
+        shapes = {"stacked": 0, "resized": 0, "pixels": 0}
         for (h, w), (rows, imgs) in groups.items():
-            if (h, w) == (s, s) and _consecutive(rows):  # the common case: one kernel straight into the slot
-                torch.stack(imgs, out=x[rows[0] : rows[0] + len(rows)])
+            if (h, w) == (s, s) and rows == list(range(n)):  # the common case: one kernel straight into the slot
+                torch.stack(imgs, out=x[:n])
             else:
                 batch = torch.stack(imgs)
                 if (h, w) != (s, s):  # one resize per input shape, as gpukit predict's size (bilinear, antialiased)
@@ -146,38 +138,6 @@ class Stager:
     def _decode(self, datas: list[bytes]) -> list[Any]:
         """JPEG bytes → uint8 (3, H, W) tensors on the device, or the exception of each one that failed."""
         return self.decoder(datas) if datas else []
-
-    def _decode_split(
-        self, items: list[Any], batch_at: list[int], host_at: list[int], x: Any
-    ) -> tuple[list[tuple[int, Any]], int]:
-        """The JPEGs at ``batch_at`` through the batch decoder while the host threads decode those at ``host_at``.
-        A host-decoded S×S image goes straight into its row of ``x`` (one copy for them all); one of another size
-        joins the decoded images, to be resized with its shape's group; one the host threads could not decode is
-        decoded by the batch decoder after all, which names its error. → ((row, (3, H, W) tensor or exception) of
-        each image not yet in ``x``, how many are)."""
-        import torch
-
-        k, s = len(host_at), self.size
-        if k and (self._host_rows is None or len(self._host_rows) < k):
-            had = 0 if self._host_rows is None else len(self._host_rows)
-            rows = torch.empty((max(k, 2 * had), s, s, 3), dtype=torch.uint8)
-            self._host_rows = rows.pin_memory() if self.cuda else rows
-        started = self.host.start([items[i] for i in host_at], s, self._host_rows) if k else None
-        t0 = time.perf_counter()
-        decoded = list(zip(batch_at, self._decode([items[i] for i in batch_at]), strict=True))
-        batch_s = time.perf_counter() - t0
-        if started is None:
-            return decoded, 0
-        results = self.host.finish(started, batch_s, len(batch_at))
-        whole = [p for p, r in enumerate(results) if r is True]  # decoded into _host_rows[p]
-        if whole:
-            dev = self._host_rows[: whole[-1] + 1].to(x.device, non_blocking=True)  # pinned: queued on the stream
-            picked = dev if len(whole) == len(dev) else dev[torch.tensor(whole, device=x.device)]
-            _put(x, [host_at[p] for p in whole], picked.permute(0, 3, 1, 2))
-        other = [(host_at[p], r) for p, r in enumerate(results) if isinstance(r, np.ndarray)]
-        decoded += [(i, torch.from_numpy(r).to(x.device).permute(2, 0, 1)) for i, r in other]
-        retry = [host_at[p] for p, r in enumerate(results) if r is None]
-        return decoded + list(zip(retry, self._decode([items[i] for i in retry]), strict=True)), len(whole)
 
 
 class BatchDecoder:
@@ -285,105 +245,6 @@ class BatchDecoder:
         return view
 
 
-class HostDecoder:
-    """Part of each batch's JPEGs decoded on host threads while the batch decoder (nvJPEG) decodes the rest.
-
-    On an H200 serving ResNet-50 224 px JPEGs, preparing the batches is the slower of the model process's two stages:
-    nvJPEG beside the forward pass prepared about 11,700 img/s while the host was two-thirds idle
-    (benchmarks/serve-headline_h200_2026-12-05.md). simplejpeg (libjpeg-turbo) decodes such a JPEG in about 0.3 ms
-    of one core and releases the GIL, so a few threads add several thousand images a second beside nvJPEG.
-
-    ``count(n)`` is how many of a batch's ``n`` JPEGs go to the host threads: the share at which both sides last
-    finished together, learnt from each batch (per image: the batch decoder's wall time, the host threads' time over
-    their number; an exponential average), so a loaded host takes fewer and an idle one more. From 8 JPEGs on,
-    each side gets at least one, so both rates stay measured. ``threads`` 0: none, the batch decoder decodes all.
-    The pixels differ from nvJPEG's within the documented tolerance of ``--decode`` (libjpeg-turbo's IDCT); on a
-    CPU device the batch decoder is Pillow's libjpeg-turbo, with the same pixels."""
-
-    SMOOTHING = 0.2  # weight of the newest batch in the averages
-    START_SHARE = 0.25  # the share before anything was measured
-
-    def __init__(self, threads: int) -> None:
-        self.threads = threads if threads > 0 and simplejpeg_module() else 0
-        self.pool = ThreadPoolExecutor(self.threads, "gpukit-host-decode") if self.threads else None
-        self.share = 0.0
-        self._batch_s: float | None = None  # per image, wall
-        self._host_s: float | None = None  # per image, wall with ``threads`` of them at once
-        self.decoded = 0  # JPEGs the threads decoded, all batches (the warm-up's too)
-        self.forget()
-
-    def count(self, n: int) -> int:
-        if not self.threads or n == 0:
-            return 0
-        k = round(n * self.share)
-        return min(max(k, 1), n - 1) if n >= 8 else k
-
-    def start(self, datas: list[bytes], size: int, rows: Any) -> list[Future[Any]]:
-        """Decode ``datas`` on the threads, in as many chunks as there are threads; an S×S image into
-        ``rows[p]`` (p: its place in ``datas``)."""
-        assert self.pool is not None
-        per = -(-len(datas) // self.threads)
-        out = rows.numpy() if hasattr(rows, "numpy") else rows
-        return [self.pool.submit(_host_chunk, datas, p, min(p + per, len(datas)), size, out)
-                for p in range(0, len(datas), per)]  # fmt: skip
-
-    def finish(self, started: list[Future[Any]], batch_s: float, batch_n: int) -> list[Any]:
-        """Wait for the chunks; learn the share from this batch. → per image: True (decoded into its row), an
-        (H, W, 3) array (another size), None (not decoded: the batch decoder's turn)."""
-        results: list[Any] = []
-        busy = 0.0
-        for f in started:
-            got, seconds = f.result()
-            results += got
-            busy += seconds
-        self._learn(batch_s, batch_n, busy, len(results))
-        self.decoded += sum(r is not None for r in results)
-        return results
-
-    def forget(self) -> None:
-        """Back to the starting share, nothing learnt."""
-        self.share = self.START_SHARE if self.threads else 0.0
-        self._batch_s = self._host_s = None
-
-    def _learn(self, batch_s: float, batch_n: int, host_s: float, host_n: int) -> None:
-        a = self.SMOOTHING
-        if batch_n:
-            g = batch_s / batch_n
-            self._batch_s = g if self._batch_s is None else (1 - a) * self._batch_s + a * g
-        if host_n:
-            c = host_s / host_n / self.threads
-            self._host_s = c if self._host_s is None else (1 - a) * self._host_s + a * c
-        if self._batch_s is not None and self._host_s is not None:
-            self.share = self._batch_s / (self._batch_s + self._host_s)
-
-
-_PLAIN = ("YCbCr", "Gray", "RGB")  # colour spaces whose JPEGs the host threads decode (simplejpeg's names)
-
-
-def _host_chunk(datas: list[bytes], start: int, stop: int, size: int, rows: np.ndarray) -> tuple[list[Any], float]:
-    t0 = time.perf_counter()
-    sj = simplejpeg_module()
-    got: list[Any] = []
-    for p in range(start, stop):
-        try:  # CMYK and YCCK: Pillow's conversion differs from libjpeg-turbo's, and nvJPEG's from both
-            rgb = sj.decode_jpeg(datas[p], colorspace="RGB") if sj.decode_jpeg_header(datas[p])[2] in _PLAIN else None
-        except Exception:  # the batch decoder decodes it after all, and names what is wrong
-            rgb = None
-        if rgb is None:
-            got.append(None)
-            continue
-        if rgb.shape[:2] == (size, size):
-            rows[p] = rgb
-            got.append(True)
-        else:
-            got.append(rgb)
-    return got, time.perf_counter() - t0
-
-
-def _consecutive(rows: list[int]) -> bool:
-    return rows == list(range(rows[0], rows[0] + len(rows)))
-
-
 def _current_device() -> int:
     import torch
 
@@ -426,7 +287,7 @@ def _put(x: Any, rows: list[int], batch: Any) -> None:
     """``x[rows] = batch`` as one copy: a slice when the rows are consecutive, else one ``index_copy_``."""
     import torch
 
-    if _consecutive(rows):
+    if rows == list(range(rows[0], rows[0] + len(rows))):
         x[rows[0] : rows[0] + len(rows)].copy_(batch, non_blocking=True)
     else:
         x.index_copy_(0, torch.tensor(rows, device=x.device), batch.to(x.device, non_blocking=True))

@@ -6,7 +6,6 @@ import io
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -42,25 +41,3 @@ def image_bytes(fmt: str = "JPEG", size: tuple[int, int] = (40, 30), mode: str =
     buf = io.BytesIO()
     im.save(buf, fmt)
     return buf.getvalue()
-
-
-def outcomes(batcher: Any, items: list[Any], timeout: float = 30.0) -> dict[int, Any]:
-    """Submit every item to a started ``Batcher`` (deadline far off), wait for all their outcomes: index → Outcome."""
-    import threading
-    import time
-
-    got: dict[int, Any] = {}
-    done = threading.Event()
-
-    def answer(i: int) -> Any:
-        def cb(o: Any) -> None:
-            got[i] = o
-            if len(got) == len(items):
-                done.set()
-
-        return cb
-
-    for i, item in enumerate(items):
-        batcher.submit(item, time.monotonic() + timeout, answer(i))
-    assert done.wait(timeout), f"{len(got)} of {len(items)} answered"
-    return got

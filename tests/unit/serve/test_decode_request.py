@@ -188,6 +188,27 @@ def test_a_jpeg_whose_size_field_was_patched_is_corrupt_and_real_ones_pass():
     assert jpeg_min_bytes(4000, 3000, [(1, 2, 2, 0), (2, 1, 1, 1), (3, 1, 1, 1)]) == (500 * 375 + 2 * 250 * 188) // 8
 
 
+def test_a_jpeg_without_a_readable_quantization_table_never_reaches_the_batch_decoder():
+    """Pillow's header parser skips bytes that are not a marker, so it opens a JPEG whose tables were overwritten, and
+    nvJPEG decoded one without an error on an H100. Such files, and ones with no DQT segment at all, take Pillow's
+    path, which refuses them (400 corrupt); an intact JPEG still goes to the batch decoder."""
+    from gpukit.serve.decode import _jpeg_frame, batch_decodable
+
+    data = _jpeg_of("RGB", quality=90)
+    assert batch_decodable(data, 10**7) and _jpeg_frame(data) is not None
+    dqt = data.find(b"\xff\xdb")
+    overwritten = data[:dqt] + b"\0" * 30 + data[dqt + 30 :]
+    cut = data
+    while (at := cut.find(b"\xff\xdb")) >= 0:  # every DQT segment taken out
+        cut = cut[:at] + cut[at + 2 + int.from_bytes(cut[at + 2 : at + 4], "big") :]
+    assert cut != data and b"\xff\xda" in cut
+    for bad in (overwritten, cut):
+        assert _jpeg_frame(bad) is None and batch_decodable(bad, 10**7) is False
+        with pytest.raises(RequestRejected) as exc:
+            decode_bytes(bad, 16, 10**7)
+        assert (exc.value.status, exc.value.code) == (400, "corrupt")
+
+
 def _jpeg_of(mode: str, size=(50, 30), **save) -> bytes:
     from PIL import Image
 
@@ -226,10 +247,11 @@ def test_the_plain_jpeg_header_reader_agrees_with_pillow(data):
         assert pil[2] == "CMYK"
     for limit in (10**8, 1000):  # the same answer, or the same refusal, as Pillow's path
         want: object
-        try:
+        try:  # Pillow's header, read as the batch decoder would be asked (what the plain reader does not read: no)
             fmt, im = decode._open_checked(data, limit)
             with im:
                 want = fmt == "JPEG" and im.mode in ("RGB", "L") and data.rstrip(b"\0")[-2:] == b"\xff\xd9"
+                want = want and frame is not None
         except RequestRejected as exc:
             want = (exc.status, exc.code)
         try:
