@@ -8,9 +8,12 @@
 #   seed   the headline's seed CNN part (its JPEGs are decoded in the HTTP workers: the host threads play no part);
 #   off    ResNet-50's gpukit server again with --host-decode-threads 0, on the same host (the compiled engine
 #          from its cache), last, so that a call cut short keeps the rest.
+# The split was dropped (benchmarks/serve-host-decode_h100_2026-12-06.md); it lives in serve_host_decode.patch:
+#   git apply benchmarks/scripts/serve_host_decode.patch
 #   WHEELS=.whl OUT=$OUT bash benchmarks/scripts/serve_host_decode_h200.sh      (carry .whl and .deb)
 set -u
 cd "$(dirname "$0")/../.."
+grep -q host-decode-threads src/gpukit/cli/serve.py || { echo "apply benchmarks/scripts/serve_host_decode.patch first" >&2; exit 2; }
 R=/tmp/r
 source benchmarks/scripts/device_site.sh $R/host.txt || exit 1
 save() { (cd /tmp && tar -czf "$OUT/r.tgz" r); }
