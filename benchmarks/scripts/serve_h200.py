@@ -14,7 +14,7 @@ Steps (≤ 9 minutes on one H200 with its 16-core host; the time guard skips the
  6. Optional (issue 27): ResNet-50 with ``--decode nvimgcodec`` and ``nvimgcodec-hw``, the seed CNN with
     ``nvimgcodec`` (nvImageCodec must be on PYTHONPATH). ``GPUKIT_SERVE_ENGINE`` picks the engine (default eager;
     ``SERVE_READY_S`` how long a start may take: compile builds every batch size before /readyz);
-    ``GPUKIT_SERVE_EXTRA`` adds `gpukit serve` options to every gpukit server ("--host-decode-threads 0");
+    ``GPUKIT_SERVE_EXTRA`` adds `gpukit serve` options to every gpukit server ("--decode-threads 2");
     ``SERVE_KEEP_WORK=1`` keeps the last run's work folder (a compiled engine starts from its cache).
 Every load comes from `gpukit loadtest` (several processes; its own CPU use is recorded beside each point).
 Writes $OUT/serve_h200.json, serve_h200.png and serve_h200.md.
@@ -237,7 +237,7 @@ def gpukit_server(
         "--engine",  # the runs measured before issue 27's engines: auto (the CUDA default) would compile at start
         os.environ.get("GPUKIT_SERVE_ENGINE", "eager"),
     ] + (["--amp", "bf16"] if bf16 else [])
-    cmd += (extra or []) + os.environ.get("GPUKIT_SERVE_EXTRA", "").split()  # e.g. "--host-decode-threads 0"
+    cmd += (extra or []) + os.environ.get("GPUKIT_SERVE_EXTRA", "").split()  # e.g. "--decode-threads 2"
     name = f"gpukit-w{workers}-b{max_batch}-{decode}"
     return Server(name, cmd, f"http://127.0.0.1:{port}/readyz", f"http://127.0.0.1:{port}/v1/predict")
 
