@@ -3,7 +3,8 @@
 # --engine compile beside LitServe 0.2.19 (1 and 2 workers) and wrk; a second start of the same server from the
 # engine cache; the seed CNN (eager) beside LitServe and wrk; the seed CNN with 12 and 16 HTTP workers.
 #   WHEELS=<serving + litserve wheels> OUT=/tmp/out bash benchmarks/scripts/serve_headline_compile_h200.sh
-# PARTS (default "resnet restart seed workers"): which of them run; "tests" adds the GPU serve tests first.
+# PARTS (default "resnet restart seed workers"): which of them run; "tests" adds the GPU serve tests first, "probe"
+# the host's wake-up round trips and core speed (host_wakeup_probe.py) before the rest.
 # wrk: the Debian packages wrk, libluajit-5.1-2 and libluajit-5.1-common as .deb files in .deb/ (unpacked there).
 set -u
 cd "$(dirname "$0")/../.."
@@ -15,6 +16,10 @@ export LD_LIBRARY_PATH=$PWD/.deb/usr/lib/x86_64-linux-gnu
 PARTS=${PARTS:-resnet restart seed workers}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 save() { (cd /tmp && tar -czf "$OUT/r.tgz" r); }  # after each part: a call cut short still brings back the rest
+if part probe; then
+  echo "== host wake-ups $(date +%T)"
+  timeout 60 python3 benchmarks/scripts/host_wakeup_probe.py --out $R/host-wakeup.json | tr -d '\n ' | head -c 400; echo; save
+fi
 if part tests; then
   echo "== gpu tests $(date +%T)"
   timeout 200 python3 -m pytest -q tests/gpu/test_serve_gpu.py tests/gpu/test_serve_engine_gpu.py -p no:cacheprovider > $R/gpu-tests.log 2>&1; tail -3 $R/gpu-tests.log; save
