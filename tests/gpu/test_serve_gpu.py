@@ -1,5 +1,6 @@
 """`gpukit serve`'s model process on a CUDA GPU: a batch larger than one forward pass (GRAPH_ROWS) is run as several
-graph replays and gives what one eager fp32 pass gives; JPEG bytes decoded with nvJPEG give the same labels."""
+graph replays and gives what one eager fp32 pass gives; JPEG bytes decoded with nvJPEG give the same labels; a real
+server on the GPU answers damaged JPEGs 400 where nvJPEG alone would decode some of them."""
 
 from __future__ import annotations
 
@@ -127,3 +128,39 @@ def test_nvjpeg_from_the_pinned_buffer_decodes_what_pageable_bytes_decode(monkey
     kept = decoder._bitstreams
     assert not decoder._pinned(jpegs[:2])[0].is_pinned()
     assert decoder._bitstreams is kept
+
+
+def test_a_server_on_the_gpu_refuses_damaged_jpegs(ckpt: Path) -> None:
+    """`gpukit serve --device cuda --decode nvjpeg`, a real server: an intact JPEG gets 200, and 400 ``corrupt`` goes
+    to one whose quantization tables were overwritten (nvJPEG decoded such a file without an error on an H100: the
+    HTTP worker keeps it from the batch decoder), one whose scan names Huffman tables never defined (nvJPEG's own
+    error, from the batch), and a truncated one. The server answers the intact one again afterwards."""
+    import json
+    import sys
+
+    from PIL import Image
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+    from serve_harness import post_image, start_server
+
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(4).integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(buf, "JPEG")
+    good = buf.getvalue()
+    dqt, sos = good.find(b"\xff\xdb"), good.find(b"\xff\xda")
+    overwritten = good[:dqt] + b"\0" * 30 + good[dqt + 30 :]
+    undefined = bytearray(good)
+    for c in range(good[sos + 4]):  # every component's DC/AC table ids: 3/3, never defined
+        undefined[sos + 6 + 2 * c] = 0x33
+    srv = start_server(ckpt, "--device", "cuda", "--decode", "nvjpeg", "--workers", "2", timeout=240)
+    try:
+        status, _, body = post_image(srv.url, good)
+        assert status == 200, body
+        # Pillow in the HTTP worker says "truncated or corrupt", the model process's batch decoder "could not"
+        worker, batch = "JPEG is truncated or corrupt", "JPEG could not be decoded"
+        for bad, says in ((overwritten, worker), (bytes(undefined), batch), (good[: len(good) // 2], worker)):
+            status, _, body = post_image(srv.url, bad)
+            assert status == 400 and json.loads(body)["error"] == "corrupt", body
+            assert json.loads(body)["detail"].startswith(says), body
+        assert post_image(srv.url, good)[0] == 200
+    finally:
+        assert srv.stop() == 0
