@@ -2,7 +2,10 @@
 1.7x for the same server, and a closed loop of 64 clients (the seed CNN) is bound by its round trip, which is made
 of hand-offs between threads and processes. Prints one JSON object:
 
-- ``cpu``: the CPU model, and the time of a fixed pure-Python loop (the cores' own speed);
+- ``cpu``: the CPU model, and the time of a fixed pure-Python loop (the cores' own speed): alone, and in each of
+  ``--busy`` processes at once (default: all the cores but two; a server keeps a dozen threads busy, and on a shared
+  host busy siblings, clocks and steal time can slow a core that is fast alone), with the host's steal share of
+  that time from /proc/stat;
 - ``thread``: round trips between two threads through ``threading.Event`` (the batcher's hand-offs);
 - ``pipe``: round trips between two processes through a pair of pipes, blocking reads (the model process's pipes);
 - ``tcp``: round trips between two processes over loopback TCP (a client and an HTTP worker).
@@ -36,9 +39,8 @@ def summary(samples: list[float]) -> dict[str, float]:
     }
 
 
-def cpu() -> dict[str, object]:
-    lines = Path("/proc/cpuinfo").read_text().splitlines()
-    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown")
+def loop_ms(_: object = None) -> float:
+    """The fastest of 5 runs of a fixed pure-Python loop of 10⁶ steps, in ms."""
     times = []
     for _ in range(5):
         t0 = time.perf_counter()
@@ -46,7 +48,30 @@ def cpu() -> dict[str, object]:
         for i in range(1_000_000):
             total += i & 7
         times.append(time.perf_counter() - t0)
-    return {"model": model, "count": os.cpu_count(), "python_loop_1e6_ms": round(min(times) * 1e3, 1)}
+    return round(min(times) * 1e3, 1)
+
+
+def cpu_ticks() -> list[int]:
+    """/proc/stat's first line: user nice system idle iowait irq softirq steal …, in clock ticks."""
+    return [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+
+
+def cpu(busy: int) -> dict[str, object]:
+    lines = Path("/proc/cpuinfo").read_text().splitlines()
+    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown")
+    alone = loop_ms()
+    before = cpu_ticks()
+    with mp.get_context("fork").Pool(busy) as pool:
+        loaded = sorted(pool.map(loop_ms, range(busy)))
+    spent = [b - a for a, b in zip(before, cpu_ticks(), strict=True)]
+    return {
+        "model": model,
+        "count": os.cpu_count(),
+        "python_loop_1e6_ms": alone,
+        "busy_processes": busy,
+        "python_loop_1e6_ms_busy_median": loaded[len(loaded) // 2],
+        "steal_share_busy": round(spent[7] / max(1, sum(spent)), 4) if len(spent) > 7 else None,
+    }
 
 
 def thread_round_trips(n: int) -> list[float]:
@@ -123,9 +148,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=5000, help="round trips per kind")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
+    ap.add_argument("--busy", type=int, default=max(1, (os.cpu_count() or 2) - 2), help="processes of the loaded run")
     a = ap.parse_args()
     result = {
-        "cpu": cpu(),
+        "cpu": cpu(a.busy),
         "thread": summary(thread_round_trips(a.n)),
         "pipe": summary(pipe_round_trips(a.n)),
         "tcp": summary(tcp_round_trips(a.n)),

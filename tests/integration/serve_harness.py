@@ -43,7 +43,8 @@ class Server:
 
 def start_server(model: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 90.0) -> Server:
     cmd = [sys.executable, "-m", "gpukit", "serve", str(model), "--port", "0", "--device", "cpu", *args]
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200", **(env or {})}
+    path = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))  # and what was there
+    full_env = {**os.environ, "PYTHONPATH": path, "COLUMNS": "200", **(env or {})}
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=full_env)
     server = Server(proc, "")
     found = threading.Event()
