@@ -1,6 +1,6 @@
 """What a host charges for a wake-up, beside how fast its cores are: the serving benchmarks' hosts differ by up to
-1.7x for the same server, and a closed loop of 64 clients (the seed CNN) is bound by its round trip, which is made
-of hand-offs between threads and processes. Prints one JSON object:
+2x for the same server and GPU (benchmarks/serve-headline_2026-12-06.md), and a closed loop of 64 clients (the seed
+CNN) is bound by its round trip, which is made of hand-offs between threads and processes. Prints one JSON object:
 
 - ``cpu``: the CPU model, and the time of a fixed pure-Python loop (the cores' own speed): alone, and in each of
   ``--busy`` processes at once (default: all the cores but two; a server keeps a dozen threads busy, and on a shared
