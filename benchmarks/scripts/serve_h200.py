@@ -15,7 +15,8 @@ Steps (≤ 9 minutes on one H200 with its 16-core host; the time guard skips the
     ``nvimgcodec`` (nvImageCodec must be on PYTHONPATH). ``GPUKIT_SERVE_ENGINE`` picks the engine (default eager;
     ``SERVE_READY_S`` how long a start may take: compile builds every batch size before /readyz);
     ``GPUKIT_SERVE_EXTRA`` adds `gpukit serve` options to every gpukit server ("--decode-threads 2");
-    ``SERVE_KEEP_WORK=1`` keeps the last run's work folder (a compiled engine starts from its cache).
+    ``SERVE_KEEP_WORK=1`` keeps the last run's work folder (a compiled engine starts from its cache; a seed CNN whose
+    training finished is not trained again).
 Every load comes from `gpukit loadtest` (several processes; its own CPU use is recorded beside each point).
 Writes $OUT/serve_h200.json, serve_h200.png and serve_h200.md.
 
@@ -103,6 +104,9 @@ def checkpoint(folder: Path, model: str, size: int) -> Path:
 
 
 def train_seed(data: Path, out: Path, device: str, quick: bool) -> tuple[Path, str]:
+    done = out / ".trained"  # written after a train that finished: a killed one may have left a best.json
+    if os.environ.get("SERVE_KEEP_WORK") and done.exists():  # the same weights in every run of a call
+        return out, "kept from the previous run (SERVE_KEEP_WORK)"
     cmd = [
         sys.executable,
         "-m",
@@ -125,6 +129,7 @@ def train_seed(data: Path, out: Path, device: str, quick: bool) -> tuple[Path, s
     try:
         proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=150)
         if proc.returncode == 0 and (out / "best.json").exists():
+            done.touch()
             return out, "gpukit train, " + ("1 epoch" if quick else "3 epochs")
         say(f"gpukit train failed (rc {proc.returncode}): {proc.stderr[-400:]}")
     except subprocess.TimeoutExpired:

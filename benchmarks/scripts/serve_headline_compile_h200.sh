@@ -4,7 +4,9 @@
 # engine cache; the seed CNN (eager) beside LitServe and wrk; the seed CNN with 12 and 16 HTTP workers.
 #   WHEELS=<serving + litserve wheels> OUT=/tmp/out bash benchmarks/scripts/serve_headline_compile_h200.sh
 # PARTS (default "resnet restart seed workers"): which of them run; "tests" adds the GPU serve tests first, "probe"
-# the host's wake-up round trips and core speed (host_wakeup_probe.py) before the rest.
+# the host's wake-up round trips and core speed (host_wakeup_probe.py) before the rest, "seedknobs" the seed CNN
+# (gpukit only, wrk beside) with a longer batch wait and more HTTP workers against the default, alternating twice:
+# on hosts with slow cores its batches split (benchmarks/serve-headline_2026-12-06.md).
 # wrk: the Debian packages wrk, libluajit-5.1-2 and libluajit-5.1-common as .deb files in .deb/ (unpacked there).
 set -u
 cd "$(dirname "$0")/../.."
@@ -57,6 +59,17 @@ fi
 if part seed; then
 echo "== seed $(date +%T)"
 timeout 300 python3 benchmarks/scripts/serve_h200.py --out $R/seed --only seed/gpukit,seed/gpukit-nvjpeg,seed/litserve-w2,seed/litserve-w1 2>&1 | grep -v "^ *$" | tail -12; save
+fi
+if part seedknobs; then
+  for round in 1 2; do
+    for knob in "" "--max-wait-ms 3" "--workers 12" "--workers 16"; do
+      name=default; [ -n "$knob" ] && name=${knob//[ -]/}  # maxwaitms3, workers12, …
+      echo "== seed knob ${name} round $round $(date +%T)"
+      SERVE_KEEP_WORK=1 GPUKIT_SERVE_EXTRA="$knob" timeout 90 python3 benchmarks/scripts/serve_h200.py \
+        --out $R/seedknobs/$name-$round --only seed/gpukit 2>&1 | grep -E "c=64|wrk" | cut -c1-160
+    done
+    save
+  done
 fi
 part workers && for w in 12 16; do
   echo "== seed pil workers $w $(date +%T)"
