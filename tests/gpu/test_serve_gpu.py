@@ -138,26 +138,19 @@ def test_a_server_on_the_gpu_refuses_damaged_jpegs(ckpt: Path) -> None:
     import json
     import sys
 
-    from PIL import Image
-
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
     from serve_harness import post_image, start_server
+    from serve_testdata import huffman_undefined, image_bytes, tables_overwritten
 
-    buf = io.BytesIO()
-    Image.fromarray(np.random.default_rng(4).integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(buf, "JPEG")
-    good = buf.getvalue()
-    dqt, sos = good.find(b"\xff\xdb"), good.find(b"\xff\xda")
-    overwritten = good[:dqt] + b"\0" * 30 + good[dqt + 30 :]
-    undefined = bytearray(good)
-    for c in range(good[sos + 4]):  # every component's DC/AC table ids: 3/3, never defined
-        undefined[sos + 6 + 2 * c] = 0x33
+    good = image_bytes("JPEG", size=(64, 64), seed=4)
     srv = start_server(ckpt, "--device", "cuda", "--decode", "nvjpeg", "--workers", "2", timeout=240)
     try:
         status, _, body = post_image(srv.url, good)
         assert status == 200, body
         # Pillow in the HTTP worker says "truncated or corrupt", the model process's batch decoder "could not"
         worker, batch = "JPEG is truncated or corrupt", "JPEG could not be decoded"
-        for bad, says in ((overwritten, worker), (bytes(undefined), batch), (good[: len(good) // 2], worker)):
+        cut = good[: len(good) // 2]
+        for bad, says in ((tables_overwritten(good), worker), (huffman_undefined(good), batch), (cut, worker)):
             status, _, body = post_image(srv.url, bad)
             assert status == 400 and json.loads(body)["error"] == "corrupt", body
             assert json.loads(body)["detail"].startswith(says), body

@@ -17,7 +17,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("torch")
 
 from serve_harness import metric, post_image, request, start_server
-from serve_testdata import image_bytes, make_checkpoint
+from serve_testdata import huffman_undefined, image_bytes, make_checkpoint, tables_overwritten
 
 from gpukit.serve.decode import nvimgcodec_unavailable
 
@@ -138,15 +138,11 @@ def _check_batch_decoding(srv, model, tmp_path, run_cli) -> None:
     status, _, body = post_image(srv.url, good.read_bytes())
     assert status == 200 and json.loads(body)["probability"] == pytest.approx(want["probability"], abs=1e-6)
     data = good.read_bytes()
-    sos = data.find(b"\xff\xda")
-    broken = bytearray(data)  # a clean header whose scan names Huffman tables never defined: the batch decoder fails
-    for c in range(data[sos + 4]):
-        broken[sos + 6 + 2 * c] = 0x33
-    status, _, body = post_image(srv.url, bytes(broken))
+    status, _, body = post_image(srv.url, huffman_undefined(data))  # a clean header: the batch decoder fails
     assert status == 400 and json.loads(body)["error"] == "corrupt"
     # its quantization tables overwritten: Pillow's header parser skips the garbage, so only the plain-JPEG reader
     # keeps it from the batch decoder (nvJPEG decoded such a file on an H100); Pillow in the worker refuses it
-    status, _, body = post_image(srv.url, data[:20] + b"\0" * 30 + data[50:])
+    status, _, body = post_image(srv.url, tables_overwritten(data))
     assert status == 400 and json.loads(body)["error"] == "corrupt"
     assert post_image(srv.url, data[: len(data) // 2])[0] == 400  # truncated: goes the Pillow path, refused there
     cmyk = image_bytes("JPEG", size=(20, 20), mode="CMYK")

@@ -41,3 +41,19 @@ def image_bytes(fmt: str = "JPEG", size: tuple[int, int] = (40, 30), mode: str =
     buf = io.BytesIO()
     im.save(buf, fmt)
     return buf.getvalue()
+
+
+def tables_overwritten(jpeg: bytes) -> bytes:
+    """``jpeg`` with 30 bytes of its first quantization table segment (DQT) zeroed: Pillow's header parser skips the
+    garbage and opens it, and nvJPEG decoded such a file without an error on an H100."""
+    at = jpeg.find(b"\xff\xdb")
+    return jpeg[:at] + b"\0" * 30 + jpeg[at + 30 :]
+
+
+def huffman_undefined(jpeg: bytes) -> bytes:
+    """``jpeg`` with a clean header whose scan names Huffman tables (3/3) that were never defined: a decoder fails."""
+    sos = jpeg.find(b"\xff\xda")
+    broken = bytearray(jpeg)
+    for c in range(jpeg[sos + 4]):  # every component's DC/AC table ids
+        broken[sos + 6 + 2 * c] = 0x33
+    return bytes(broken)
