@@ -1,12 +1,15 @@
 #!/bin/bash
 # Issue 27's headline run on one H200 (benchmarks/serve-engine-default_h200_2026-12-04.md, call 2): ResNet-50 with
 # --engine compile beside LitServe 0.2.19 (1 and 2 workers) and wrk; a second start of the same server from the
-# engine cache; the seed CNN (eager) beside LitServe and wrk; the seed CNN with 12 and 16 HTTP workers.
+# engine cache; the seed CNN (eager) with 8 HTTP workers and with one a core and a 3 ms wait (seed/gpukit-wide),
+# beside LitServe and wrk; the seed CNN with 12 and 16 HTTP workers.
 #   WHEELS=<serving + litserve wheels> OUT=/tmp/out bash benchmarks/scripts/serve_headline_compile_h200.sh
 # PARTS (default "resnet restart seed workers"): which of them run; "tests" adds the GPU serve tests first, "probe"
 # the host's wake-up round trips and core speed (host_wakeup_probe.py) before the rest, "seedknobs" the seed CNN
 # (gpukit only, wrk beside) with a longer batch wait and more HTTP workers against the default, alternating twice:
-# on hosts with slow cores its batches split (benchmarks/serve-headline_2026-12-06.md).
+# on hosts with slow cores its batches split (benchmarks/serve-headline_2026-12-06.md); KNOBS and ROUNDS choose
+# the option sets and how often; "loadgen" the load generator's own CPU a request (loadgen_cpu.py), LOADGEN_OLD's
+# src folder against this tree's. SEED_ONLY: the seed part's points (serve_h200.py --only).
 # wrk: the Debian packages wrk, libluajit-5.1-2 and libluajit-5.1-common as .deb files in .deb/ (unpacked there).
 set -u
 cd "$(dirname "$0")/../.."
@@ -58,12 +61,20 @@ PY
 fi
 if part seed; then
 echo "== seed $(date +%T)"
-timeout 300 python3 benchmarks/scripts/serve_h200.py --out $R/seed --only seed/gpukit,seed/gpukit-nvjpeg,seed/litserve-w2,seed/litserve-w1 2>&1 | grep -v "^ *$" | tail -12; save
+timeout 300 python3 benchmarks/scripts/serve_h200.py --out $R/seed --only ${SEED_ONLY:-seed/gpukit,seed/gpukit-wide,seed/litserve-w2,seed/litserve-w1} 2>&1 | grep -v "^ *$" | tail -12; save
+fi
+if part loadgen; then  # the load generator's own CPU a request: LOADGEN_OLD (a gpukit src folder) against this tree
+  echo "== loadgen $(date +%T)"
+  timeout 120 python3 benchmarks/scripts/loadgen_cpu.py --src old=${LOADGEN_OLD:-src} --src new=src --rounds 3 \
+    --out $R/loadgen-cpu.json 2>&1 | tail -1; save
 fi
 if part seedknobs; then
-  for round in 1 2; do
-    for knob in "" "--max-wait-ms 3" "--workers 12" "--workers 16"; do
-      name=default; [ -n "$knob" ] && name=${knob//[ -]/}  # maxwaitms3, workers12, …
+  # KNOBS: "|"-separated option sets, an empty one the default, put first ("|--workers 16": bash drops a trailing
+  # empty field); default: the five below. ROUNDS: how often each (2)
+  IFS='|' read -r -a knobs <<< "${KNOBS-|--max-wait-ms 3|--workers 12|--workers 16|--workers 16 --max-wait-ms 3}"
+  for round in $(seq 1 "${ROUNDS:-2}"); do
+    for knob in "${knobs[@]}"; do
+      name=default; [ -n "$knob" ] && name=${knob//[ -]/}  # maxwaitms3, workers12, workers16maxwaitms3 …
       echo "== seed knob ${name} round $round $(date +%T)"
       SERVE_KEEP_WORK=1 GPUKIT_SERVE_EXTRA="$knob" timeout 90 python3 benchmarks/scripts/serve_h200.py \
         --out $R/seedknobs/$name-$round --only seed/gpukit 2>&1 | grep -E "c=64|wrk" | cut -c1-160

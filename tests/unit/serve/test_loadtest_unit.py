@@ -4,7 +4,9 @@ server with the right counts (and far faster than any model server needs)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
+import time
 
 import pytest
 
@@ -36,27 +38,57 @@ def test_built_request_is_a_form_the_server_reads(tmp_path):
 
 
 class Trivial:
-    """A minimal keep-alive HTTP server that answers 200 with a Server-Timing header and counts requests."""
+    """A minimal keep-alive HTTP server that answers 200 with a Server-Timing header and counts requests.
 
-    def __init__(self) -> None:
+    ``mode``: "keep" (one write per answer), "close" (``Connection: close`` and the connection closed after each),
+    "dribble" (each answer in 7-byte writes, its head cut anywhere), "silent" (never answers), "chunked" (a
+    ``Transfer-Encoding: chunked`` answer), "extra" (bytes after each answer that no request asked for)."""
+
+    ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nServer-Timing: infer;dur=1.5, total;dur=2\r\n\r\n{}"
+
+    def __init__(self, mode: str = "keep") -> None:
+        self.mode = mode
         self.count = 0
+        self.connections = 0  # that posted
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         threading.Thread(target=self.loop.run_until_complete, args=(self.main(),), daemon=True).start()
         assert self.ready.wait(10)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        posted = False
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
+                if not head.startswith(b"POST"):  # the loadtest's GET /v1/model: not a model server
+                    writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    writer.close()
+                    return
                 length = int(
                     next(h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
                 )
                 await reader.readexactly(length)
+                self.connections += not posted
+                posted = True
                 self.count += 1
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nServer-Timing: infer;dur=1.5, total;dur=2\r\n\r\n{}"
-                )
+                if self.mode == "silent":
+                    continue
+                if self.mode == "chunked":
+                    writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+                elif self.mode == "close":
+                    writer.write(self.ANSWER.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
+                    await writer.drain()
+                    writer.close()
+                    return
+                elif self.mode == "extra":
+                    writer.write(self.ANSWER + b"HTTP/1.1 200 OK\r\n")
+                elif self.mode == "dribble":
+                    for at in range(0, len(self.ANSWER), 7):
+                        writer.write(self.ANSWER[at : at + 7])
+                        await writer.drain()
+                        await asyncio.sleep(0)
+                else:
+                    writer.write(self.ANSWER)
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
 
@@ -92,6 +124,63 @@ def test_counts_and_timing_against_a_trivial_server(tmp_path, rate):
         assert (r.throughput_rps + r.missed / r.duration_s) == pytest.approx(rate, rel=0.2)
     else:
         assert r.mode == "closed" and r.throughput_rps > 200
+
+
+def _spec(tmp_path, port: int, **kw) -> LoadSpec:
+    img = tmp_path / "a.jpg"
+    img.write_bytes(b"\xff\xd8\xff" + b"x" * 300)
+    args = {"concurrency": 3, "duration_s": 0.6, "warmup_s": 0.0, "processes": 1} | kw
+    return LoadSpec(url=f"http://127.0.0.1:{port}/v1/predict", images=[img], **args)
+
+
+@pytest.mark.parametrize("mode", ["close", "dribble", "extra"])
+def test_answers_in_pieces_or_on_closed_connections_are_all_read(tmp_path, mode):
+    srv = Trivial(mode)
+    r = run_loadtest(_spec(tmp_path, srv.port))
+    assert r.sent == srv.count and r.statuses == {"200": r.requests} and r.requests > 20
+    assert r.server_timing_mean_ms == pytest.approx({"infer": 1.5, "total": 2.0})
+    if mode in ("close", "extra"):  # a new connection for every request (bytes past an answer end the connection)
+        assert srv.connections == srv.count
+    else:
+        assert srv.connections == 3
+
+
+def test_a_server_that_never_answers_times_out_within_the_limit(tmp_path):
+    srv = Trivial("silent")
+    t0 = time.monotonic()
+    r = run_loadtest(_spec(tmp_path, srv.port, duration_s=1.0, timeout_s=0.3))
+    assert time.monotonic() - t0 < 6
+    assert r.sent == srv.count and r.statuses == {"0": r.requests} and r.requests >= 3  # each failed at its timeout
+    assert 300 <= r.latency_ms["p50"] <= 450
+    assert any("TimeoutError" in e and "0.3 s" in e for e in r.errors)
+
+
+def test_a_chunked_answer_or_a_refused_connection_is_a_failed_request_with_its_reason(tmp_path):
+    srv = Trivial("chunked")
+    r = run_loadtest(_spec(tmp_path, srv.port, duration_s=0.3))
+    assert r.requests > 0 and r.statuses == {"0": r.requests}
+    assert any("chunked" in e for e in r.errors)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = run_loadtest(_spec(tmp_path, port, duration_s=0.3))
+    assert r.requests > 0 and r.statuses == {"0": r.requests}
+    assert any("Connect" in e or "refused" in e.lower() for e in r.errors)
+
+
+def test_response_heads_and_server_timing_are_read_as_sent():
+    from gpukit.serve._loadgen import BadResponse, _names, _parse_timing, parse_head
+
+    head = b"HTTP/1.1 503 Service Unavailable\r\ncontent-LENGTH: 17\r\nCONNECTION: Close\r\nServer-Timing: a;dur=1"
+    assert parse_head(head) == (503, 17, False, b"a;dur=1")
+    assert parse_head(b"HTTP/1.0 204 No Content") == (204, 0, True, None)
+    for bad in (b"SSH-2.0-OpenSSH", b"HTTP/1.1 2xx OK", b"HTTP/1.1 200 OK\r\nContent-Length: ten"):
+        with pytest.raises(BadResponse):
+            parse_head(bad)
+    raw: dict[bytes, float] = {}
+    _parse_timing(b'read;dur=0.5, db;desc="x";dur=2, cache;desc=hit, total;dur=3;x=1,read;dur=1.5, bad;dur=z', raw)
+    _parse_timing(b"total;dur=1", raw)
+    assert _names(raw) == {"read": 2.0, "db": 2.0, "total": 4.0}
 
 
 def test_loadtest_save_goes_to_the_results_history(run_cli, tmp_path):
