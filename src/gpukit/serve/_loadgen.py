@@ -109,8 +109,11 @@ def parse_head(head: bytes) -> tuple[int, int, bool, bytes | None]:
     try:
         length = int(raw) if raw is not None else 0
     except ValueError:
-        raise BadResponse(f"Content-Length {raw!r}") from None
-    keep = (_field(head, low, b"\r\nconnection:") or b"").lower() != b"close"
+        length = -1
+    if length < 0:
+        raise BadResponse(f"Content-Length {raw!r}")
+    connection = (_field(head, low, b"\r\nconnection:") or b"").lower()
+    keep = connection != b"close" if head[7:8] != b"0" else connection == b"keep-alive"  # HTTP/1.0: close by default
     return status, length, keep, _field(head, low, b"\r\nserver-timing:")
 
 

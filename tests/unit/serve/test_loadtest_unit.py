@@ -151,7 +151,7 @@ def test_a_server_that_never_answers_times_out_within_the_limit(tmp_path):
     r = run_loadtest(_spec(tmp_path, srv.port, duration_s=1.0, timeout_s=0.3))
     assert time.monotonic() - t0 < 6
     assert r.sent == srv.count and r.statuses == {"0": r.requests} and r.requests >= 3  # each failed at its timeout
-    assert 300 <= r.latency_ms["p50"] <= 450
+    assert 300 <= r.latency_ms["p50"] <= 600  # the watchdog looks every 75 ms here
     assert any("TimeoutError" in e and "0.3 s" in e for e in r.errors)
 
 
@@ -173,8 +173,12 @@ def test_response_heads_and_server_timing_are_read_as_sent():
 
     head = b"HTTP/1.1 503 Service Unavailable\r\ncontent-LENGTH: 17\r\nCONNECTION: Close\r\nServer-Timing: a;dur=1"
     assert parse_head(head) == (503, 17, False, b"a;dur=1")
-    assert parse_head(b"HTTP/1.0 204 No Content") == (204, 0, True, None)
-    for bad in (b"SSH-2.0-OpenSSH", b"HTTP/1.1 2xx OK", b"HTTP/1.1 200 OK\r\nContent-Length: ten"):
+    assert parse_head(b"HTTP/1.0 204 No Content") == (204, 0, False, None)  # HTTP/1.0 closes unless it says not
+    assert parse_head(b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 3") == (200, 3, True, None)
+    assert parse_head(b"HTTP/1.1 200 OK\r\nContent-Length:5") == (200, 5, True, None)
+    bad_heads = [b"SSH-2.0-OpenSSH", b"HTTP/1.1 2xx OK"]
+    bad_heads += [b"HTTP/1.1 200 OK\r\nContent-Length: " + v for v in (b"ten", b"-5")]
+    for bad in bad_heads:
         with pytest.raises(BadResponse):
             parse_head(bad)
     raw: dict[bytes, float] = {}
