@@ -8,8 +8,8 @@ measured from when the request was due, so a slow server cannot hide its queuein
 Each connection is a state machine (``_Conn``): its response is parsed as the bytes arrive, and what follows (record
 it, send the next request) runs in ``data_received`` itself, with no coroutine, stream reader or timer per request;
 one watchdog a process times out what waits too long. The generator's own turnaround is part of every latency it
-reports and its CPU competes with the server's on the same host, so it is kept small: 13 against 33 µs of CPU a
-request with asyncio streams (benchmarks/loadgen-protocol_cpu_2026-12-06.md).
+reports and its CPU competes with the server's on the same host, so it is kept small: 17 against 33 µs of CPU a
+request with asyncio streams on a 2-core VM (benchmarks/loadgen-protocol_cpu_2026-12-06.md).
 Runs in its own process (``spawn``); it imports nothing heavy.
 """
 
