@@ -662,8 +662,8 @@ def main() -> int:
             img64,
             seed_pts,
         ),
-        # an HTTP worker a core and a 3 ms batch wait: on hosts with slow cores the seed CNN's batches split and
-        # its 8 workers are the limit (benchmarks/serve-headline_2026-12-06.md, the second part)
+        # an HTTP worker a core and a 3 ms batch wait: on hosts with slow cores the seed CNN's 8 workers set the
+        # pace (benchmarks/serve-headline_2026-12-06.md, the second part)
         (
             "seed/gpukit-wide",
             lambda: gpukit_server(seed, a.device, os.cpu_count() or 1, 64, False, extra=["--max-wait-ms", "3"]),
