@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve_h200 import free_port
 
 SERVER = textwrap.dedent(
     r"""
@@ -71,12 +73,6 @@ CLIENT = textwrap.dedent(
                       "statuses": r.statuses, "timing_total_ms": r.server_timing_mean_ms.get("total")}))
     """
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def main() -> None:

@@ -197,7 +197,6 @@ class _Generator:
         self.timing: dict[bytes, float] = {}
         self.t_measure = 0.0
         self.t_end = 0.0
-        self.counter = 0
         self.conns: set[_Conn] = set()
         self.loop = asyncio.get_running_loop()
         self.tasks: set[asyncio.Task[None]] = set()
@@ -222,9 +221,8 @@ class _Generator:
         if self.result.sent >= self.work.max_requests:
             return None
         self.result.sent += 1
-        self.counter += 1
         reqs = self.work.requests
-        return reqs[self.counter % len(reqs)]
+        return reqs[self.result.sent % len(reqs)]
 
     def spawn(self, coro: Any) -> None:
         task = self.loop.create_task(coro)
