@@ -269,6 +269,29 @@ def test_a_dead_http_worker_is_replaced_and_a_crash_loop_stops_the_server(model,
         srv.stop()
 
 
+def test_a_ctrl_c_heard_by_the_http_workers_leaves_the_drain_to_the_server(model, image):
+    """A terminal's Ctrl-C reaches every process of the group. An HTTP worker does not drain on it by itself: one
+    draining while the socket still listens for the others sends its clients (Connection: close) to reconnect into
+    a backlog that is reset when the last copy closes. The server's own SIGINT stops the socket for all, then drains
+    every worker: exit 0."""
+    data = image.read_bytes()
+    srv = start_server(model, "--workers", "2", "--quiet")
+    try:
+        workers = _http_workers(srv)
+        assert len(workers) == 2
+        for w in workers:
+            w.send_signal(signal.SIGINT)
+        time.sleep(1.0)  # a worker that drained would have exited by now, and been replaced
+        assert [w.pid for w in _http_workers(srv)] == [w.pid for w in workers]
+        assert [post_image(srv.url, data)[0] for _ in range(10)] == [200] * 10
+        srv.proc.send_signal(signal.SIGINT)
+        assert srv.proc.wait(60) == 0
+        log = "\n".join(srv.log)
+        assert "started a new one" not in log and "Traceback" not in log, log
+    finally:
+        srv.stop()
+
+
 def test_keepalive_connections_spread_evenly_over_the_workers_and_the_drain_refuses_new_ones(model, image):
     """--workers 2: keep-alive connections end 5 and 5 (least connections, not the kernel's hash: 5/5 would be
     1 chance in 4); SIGTERM with all of them posting loses none and resets none; a connection tried during the

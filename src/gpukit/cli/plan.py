@@ -343,7 +343,7 @@ def register(app: typer.Typer) -> None:
         kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV cache: bf16 | fp16 | fp8 | int8 | fp32"),
         tokens: str = typer.Option(None, "--tokens", help="Train on this many tokens (e.g. 2B) for time and cost."),
         samples: str = typer.Option(None, "--samples", help="Train on this many samples (CNNs)."),
-        gpu: str = typer.Option(None, "--gpu", help="GPU for the headline time (catalog key, e.g. h100-sxm)."),
+        gpu: str | None = typer.Option(None, "--gpu", help="GPU for the headline time (catalog key, e.g. h100-sxm)."),
         prices: Path = typer.Option(None, "--prices", help="TOML file overriding/extending the price catalog."),
         db: str = db_option(),
         measure: bool = typer.Option(False, "--measure", help="Run it on this GPU: predicted vs measured, per phase."),

@@ -240,9 +240,9 @@ class Core:
         with contextlib.suppress(OSError):  # the model process is gone too: nothing to cancel
             self.submitter.cancel(token)  # type: ignore[union-attr]
 
-    def encode(self, row: np.ndarray) -> dict[str, Any]:
-        """One request's answer, from its float32 row of probabilities."""
-        assert self.info is not None
+    def encode(self, row: np.ndarray | None) -> dict[str, Any]:
+        """One request's answer, from its float32 row of probabilities (an ``Outcome.probs`` that ``infer`` let by)."""
+        assert self.info is not None and row is not None
         probs = row.tolist()
         label, probability = label_of(probs, self.info.classes)
         return {"label": label, "probability": probability, "scores": dict(zip(self.info.classes, probs, strict=True))}

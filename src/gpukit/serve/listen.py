@@ -5,6 +5,9 @@ HTTP workers' least-connections accept (``Acceptor``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
+import signal
 import socket
 import time
 from collections.abc import Callable
@@ -26,6 +29,7 @@ __all__ = [
     "drain_s",
     "listen_socket",
     "raise_open_files_limit",
+    "stop_listening",
     "uvicorn_server",
 ]
 
@@ -96,6 +100,21 @@ def listen_socket(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
+
+
+def stop_listening(sock: socket.socket) -> None:
+    """Stop the listening socket for every process that holds a copy of it, at once, then close this copy: the
+    server's first step of a drain with ``--workers N``, before it tells the workers to drain.
+
+    Closing one copy is not enough: the socket listens until its last copy closes, and the workers close theirs one
+    after another as they drain. A client that a draining worker answered with ``Connection: close`` and that
+    reconnected meanwhile was put in the backlog of a socket about to close, and the close reset it (the kernel
+    resets connections no one accepted). ``shutdown`` ends listening for all copies (Linux): from then on a new
+    connection is refused, before any worker drains. The workers' ``Acceptor`` then finds accept failing (EINVAL)
+    and closes its copy."""
+    with contextlib.suppress(OSError):  # not listening, or a system whose listeners do not shut down: close stops it
+        sock.shutdown(socket.SHUT_RD)
+    sock.close()
 
 
 def raise_open_files_limit() -> int:
@@ -180,8 +199,11 @@ class Acceptor:
             conn, _ = self.sock.accept()
         except (BlockingIOError, InterruptedError, ConnectionAbortedError):
             return  # another worker took it, or its client gave up
-        except OSError:  # out of file descriptors (EMFILE, ENFILE) or kernel memory: the open connections go on
-            self._pause(ACCEPT_PAUSE_S)
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:  # the server stopped listening (stop_listening): the drain comes next
+                self.close()
+                return
+            self._pause(ACCEPT_PAUSE_S)  # out of file descriptors (EMFILE, ENFILE) or kernel memory
             return
         conn.setblocking(False)
         self.open += 1
@@ -267,6 +289,8 @@ def uvicorn_server(
             self.servers = [Acceptor(share, make_protocol)]  # type: ignore[list-item]
 
         def handle_exit(self, sig: int, frame: Any) -> None:
+            if share is not None and sig == signal.SIGINT:
+                return  # Ctrl-C reaches every process: the server's own stops listening for all, then sends SIGTERM
             super().handle_exit(sig, frame)
             captured = getattr(self, "_captured_signals", None)
             if isinstance(captured, list) and sig in captured:

@@ -69,14 +69,14 @@ class _Transport:
 
     def hold(self) -> None:
         """The next write (a response's head) waits for the one after it."""
-        self.write = self._hold
+        self.write = self._hold  # type: ignore[assignment]  # uvicorn writes bytes
 
     def _hold(self, data: bytes) -> None:
         if data.startswith(b"HTTP/1.1 1"):  # 100 Continue: the client waits for it before sending its body
             self._real.write(data)
             return
         self._held = data
-        self.write = self._join
+        self.write = self._join  # type: ignore[assignment]
 
     def _join(self, data: bytes) -> None:
         held, self._held = self._held, b""
@@ -184,7 +184,8 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
         super().on_response_complete()
 
     def on_message_complete(self) -> None:
-        self.scope["gpukit.body_complete"] = True  # the app reads the whole body without waiting (route._body)
+        # the app reads the whole body without waiting (route._body)
+        cast("dict[str, Any]", self.scope)["gpukit.body_complete"] = True
         super().on_message_complete()
         self._in_head, self._head_bytes = True, 0
 

@@ -31,7 +31,15 @@ from typing import Any
 from gpukit.errors import ConfigError, ServeError
 from gpukit.serve.config import ServeConfig, resolve_auto
 from gpukit.serve.cuda_env import set_cuda_queues
-from gpukit.serve.listen import SharedListener, Stopped, drain_s, listen_socket, raise_open_files_limit, uvicorn_server
+from gpukit.serve.listen import (
+    SharedListener,
+    Stopped,
+    drain_s,
+    listen_socket,
+    raise_open_files_limit,
+    stop_listening,
+    uvicorn_server,
+)
 
 __all__ = ["MAX_RESTARTS", "RESTART_WINDOW_S", "Started", "Stopped", "Tick", "run"]
 
@@ -199,7 +207,7 @@ def _run_many(
         stop_ticks = _ticker(lambda: (engine.batcher.stats, engine.batcher.depth), on_tick)
         fleet.supervise(stopping, on_notice)
         stop_ticks.set()
-        sock.close()  # the workers close their copies as they drain: then a new connection is refused
+        stop_listening(sock)  # for every worker at once, before any of them drains: a new connection is refused
         fleet.drain(drain_s(config))
         engine.stop()
         return Stopped.total(fleet.counts)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpukit.serve.listen import ACCEPT_FALLBACK_S, Acceptor, SharedListener, listen_socket
+from gpukit.serve.listen import ACCEPT_FALLBACK_S, Acceptor, SharedListener, listen_socket, stop_listening
 
 
 class _Echo(asyncio.Protocol):
@@ -177,3 +177,29 @@ def test_once_every_copy_is_closed_a_new_connection_is_refused():
         time.sleep(0.1)
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=5)
+
+
+def test_stop_listening_refuses_new_connections_while_every_worker_still_holds_its_copy():
+    """The server's first step of a drain: from then on a connection is refused at once, though no worker has closed
+    its copy yet (a connection let into the backlog then would be reset when the last copy closes); each acceptor
+    finds the socket stopped and leaves the least-loaded count; the connections held go on."""
+    sock = listen_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    counts = [-1, -1]
+    pool = [_Worker(sock, counts, i) for i in range(2)]
+    try:
+        held, index = connect(port)
+        stop_listening(sock)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5)
+        deadline = time.monotonic() + 5
+        while counts != [-1, -1] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert counts == [-1, -1]
+        assert all(w.acceptor is not None and w.acceptor.closed for w in pool)
+        held.sendall(b"x")
+        assert int(held.recv(16)) == index
+        held.close()
+    finally:
+        for w in pool:
+            w.stop()
