@@ -24,16 +24,34 @@ sys.path.insert(0, str(ROOT / "tests" / "unit" / "serve"))
 class Server:
     proc: subprocess.Popen[str]
     url: str
-    log: list[str] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)  # stderr's lines, appended by a thread beside the test
+    pump: threading.Thread | None = None
+
+    def wait(self, timeout: float = 60.0) -> int:
+        """The exit code, once the server has exited and every line it printed is in ``log``."""
+        code = self.proc.wait(timeout)
+        if self.pump is not None:
+            self.pump.join(10)  # to stderr's end (its HTTP workers close their copies as they exit)
+        return code
+
+    def wait_log(self, text: str, timeout: float = 30.0) -> bool:
+        """Whether a line with ``text`` is (or comes, within ``timeout``) in the log: a line printed after
+        "serving …", such as the engine's, may reach ``log`` after the server already answers."""
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in self.log):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def stop(self, timeout: float = 60.0) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(timeout)
+            return self.wait(timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            return self.proc.wait(10)
+            return self.wait(10)
 
     def rss_bytes(self) -> int:
         """Resident memory of the server and all its processes."""
@@ -58,7 +76,8 @@ def start_server(model: Path, *args: str, env: dict[str, str] | None = None, tim
                 server.url = m.group(1)
                 found.set()
 
-    threading.Thread(target=pump, daemon=True).start()
+    server.pump = threading.Thread(target=pump, daemon=True)
+    server.pump.start()
     deadline = time.monotonic() + timeout
     while not found.wait(0.1):
         if proc.poll() is not None or time.monotonic() > deadline:

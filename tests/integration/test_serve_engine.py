@@ -49,7 +49,7 @@ def test_serve_engine_auto_serves_and_reports_its_engine(tmp_path):
             server.url + "/v1/predict", image_bytes("PNG", (SIZE, SIZE)), {"content-type": "image/png"}
         )
         assert status == 200 and json.loads(body)["label"] in ("blue", "red")
-        assert any(line.startswith(f"engine {engine['engine']} (fp32); asked auto") for line in server.log)
+        assert server.wait_log(f"engine {engine['engine']} (fp32); asked auto"), server.log
     finally:
         assert server.stop() == 0
     again = start_server(model, "--engine", "auto", "--max-batch", "2", "--quiet", env=_ENV, timeout=150)
@@ -57,6 +57,6 @@ def test_serve_engine_auto_serves_and_reports_its_engine(tmp_path):
         _ready(again.url)
         cached = json.loads(request(again.url + "/v1/model")[2])["engine"]
         assert cached["cached"] and cached["engine"] == engine["engine"]
-        assert any("decision from the cache" in line for line in again.log)
+        assert again.wait_log("decision from the cache"), again.log
     finally:
         assert again.stop() == 0

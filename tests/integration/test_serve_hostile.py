@@ -223,12 +223,8 @@ def test_sigterm_beside_32_keepalive_clients_resets_none(model, normal):
 
     srv = start_server(model, "--host", "0.0.0.0", "--timeout-s", "2", "--max-wait-ms", "5", "--quiet")
     url = srv.url.replace("0.0.0.0", "127.0.0.1")
-    for _ in range(50):  # the log pump may be a line behind
-        if any("without an API key" in line for line in srv.log):
-            break
-        time.sleep(0.1)
+    assert srv.wait_log("without an API key"), srv.log
     assert any("[bold]b, plain" in line for line in srv.log), srv.log  # class names printed as they are
-    assert any("without an API key" in line for line in srv.log), srv.log
     outcomes: list[int | str] = []
     lock = threading.Lock()
     body, headers = normal
@@ -260,7 +256,7 @@ def test_sigterm_beside_32_keepalive_clients_resets_none(model, normal):
     time.sleep(2.0)
     t0 = time.monotonic()
     srv.proc.send_signal(signal.SIGTERM)
-    code = srv.proc.wait(60)
+    code = srv.wait(60)
     took = time.monotonic() - t0
     for t in threads:
         t.join(30)
@@ -298,7 +294,7 @@ def test_sigterm_during_a_long_decode_answers_it_in_json_and_exits_0(model):
     time.sleep(0.15)  # the decode has begun
     signalled_at = time.monotonic()
     srv.proc.send_signal(signal.SIGTERM)
-    code = srv.proc.wait(60)
+    code = srv.wait(60)
     client.join(30)
     assert code == 0
     status, _, answer = got[0]
@@ -312,11 +308,7 @@ def _count(outcomes: list[int | str]) -> dict[str, int]:
     return {str(k): outcomes.count(k) for k in set(outcomes)}
 
 
-def _summary(srv) -> tuple[int, ...]:  # type: ignore[no-untyped-def]
-    for _ in range(50):  # the log pump may be a line behind the exit
-        if srv.log and srv.log[-1].startswith("stopped:"):
-            break
-        time.sleep(0.1)
+def _summary(srv) -> tuple[int, ...]:  # type: ignore[no-untyped-def]  # after srv.wait: the log is whole
     m = re.match(r"stopped: (\d+) requests admitted, (\d+) answered \((\d+) with 200\), (\d+) left", srv.log[-1])
     assert m, srv.log
     return tuple(map(int, m.groups()))
@@ -379,7 +371,7 @@ def test_killing_the_model_process_ends_every_worker_and_no_probe_lies(model, no
     assert gone_after <= 5.0
     assert all(h != 200 and r != 200 for at, h, r in probes if at >= 0.5), probes  # no probe says alive or ready
     assert 500 not in statuses and statuses.get(200, 0) > 0, statuses
-    assert any("the model process exited; HTTP worker" in line for line in srv.log), srv.log
+    assert srv.wait_log("the model process exited; HTTP worker"), srv.log
     assert "Traceback" not in "\n".join(srv.log), srv.log
 
 

@@ -100,15 +100,11 @@ def test_sigterm_during_load_loses_no_admitted_request(model, image):
         t.start()
     time.sleep(2.0)
     srv.proc.send_signal(signal.SIGTERM)
-    code = srv.proc.wait(60)
+    code = srv.wait(60)
     stop.set()
     for t in threads:
         t.join(30)
     assert code == 0
-    for _ in range(50):  # the log pump may be a line behind the exit
-        if srv.log and srv.log[-1].startswith("stopped:"):
-            break
-        time.sleep(0.1)
     m = re.fullmatch(
         r"stopped: (\d+) requests admitted, (\d+) answered \((\d+) with 200\), (\d+) left by their "
         r"clients; \d+ connections, \d+ idle ones closed by the drain, \d+ refused before their headers were "
@@ -169,7 +165,7 @@ def test_a_server_decoding_with_nvimgcodec_answers_as_predict(model, run_cli, tm
     srv = start_server(model, "--workers", "2", "--decode", "nvimgcodec", "--quiet")
     try:
         _check_batch_decoding(srv, model, tmp_path, run_cli)
-        assert any("decode nvimgcodec" in line for line in srv.log)
+        assert srv.wait_log("decode nvimgcodec"), srv.log
     finally:
         assert srv.stop() == 0
 
@@ -214,11 +210,7 @@ def test_loadtest_counts_match_the_metrics_of_a_several_process_server(model, im
         assert len(doc["generator_cpu_per_process"]) == 2 and doc["generator_cpu_s"] > 0
         assert doc["model"]["model"] == "seed-cnn"
     finally:
-        assert srv.stop() == 0
-    for _ in range(50):  # the log pump may be a line behind the exit
-        if srv.log and srv.log[-1].startswith("stopped"):
-            break
-        time.sleep(0.1)
+        assert srv.stop() == 0  # and every line it printed is in srv.log
     summary = r"stopped \(2 HTTP processes\): (\d+) requests admitted, (\d+) answered .*; (\d+) connections"
     m = re.match(summary, srv.log[-1])
     assert m, srv.log[-3:]
@@ -244,10 +236,8 @@ def test_a_dead_http_worker_is_replaced_and_a_crash_loop_stops_the_server(model,
         first = _http_workers(srv)
         assert len(first) == 2
         first[0].kill()
+        assert srv.wait_log("exited with code -9; started a new one", timeout=60), srv.log
         deadline = time.monotonic() + 60
-        while not any("started a new one" in line for line in srv.log) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert any("exited with code -9; started a new one" in line for line in srv.log), srv.log
         while time.monotonic() < deadline:  # the new worker is up once readyz answers from both processes
             now = _http_workers(srv)
             if len(now) == 2 and first[0].pid not in {p.pid for p in now}:
@@ -262,7 +252,7 @@ def test_a_dead_http_worker_is_replaced_and_a_crash_loop_stops_the_server(model,
             for w in _http_workers(srv):
                 w.kill()
             time.sleep(0.3)
-        assert srv.proc.wait(60) == 1
+        assert srv.wait(60) == 1
         assert any("giving up" in line for line in srv.log), srv.log
         assert "Traceback" not in "\n".join(srv.log)
     finally:
@@ -285,7 +275,7 @@ def test_a_ctrl_c_heard_by_the_http_workers_leaves_the_drain_to_the_server(model
         assert [w.pid for w in _http_workers(srv)] == [w.pid for w in workers]
         assert [post_image(srv.url, data)[0] for _ in range(10)] == [200] * 10
         srv.proc.send_signal(signal.SIGINT)
-        assert srv.proc.wait(60) == 0
+        assert srv.wait(60) == 0
         log = "\n".join(srv.log)
         assert "started a new one" not in log and "Traceback" not in log, log
     finally:
@@ -342,7 +332,7 @@ def test_keepalive_connections_spread_evenly_over_the_workers_and_the_drain_refu
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection((host, int(port)), timeout=10).close()
         assert time.monotonic() - t0 < 1.0
-        assert srv.proc.wait(60) == 0
+        assert srv.wait(60) == 0
         for t in threads:
             t.join(30)
         assert outcomes.count(200) > 20 and set(outcomes) <= {200, 503}, outcomes[-20:]  # no reset, none lost
