@@ -64,15 +64,11 @@ def _parse_timing(value: bytes, into: dict[bytes, float]) -> None:
         name, sep, dur = part.partition(b";dur=")
         if not sep:
             continue
-        if b";" in name:
-            name = name.partition(b";")[0]
         try:
-            ms = float(dur)
+            ms = float(dur.partition(b";")[0])
         except ValueError:
-            try:
-                ms = float(dur.partition(b";")[0])
-            except ValueError:
-                continue
+            continue
+        name = name.partition(b";")[0]
         into[name] = into.get(name, 0.0) + ms
 
 
