@@ -16,7 +16,7 @@ Steps (≤ 9 minutes on one H200 with its 16-core host; the time guard skips the
     ``SERVE_READY_S`` how long a start may take: compile builds every batch size before /readyz);
     ``GPUKIT_SERVE_EXTRA`` adds `gpukit serve` options to every gpukit server ("--decode-threads 2");
     ``SERVE_KEEP_WORK=1`` keeps the last run's work folder (a compiled engine starts from its cache; a seed CNN whose
-    training finished is not trained again).
+    training finished is not trained again). ``SERVE_SKIP_ALONE=1`` skips the GPU-alone figure (35 s).
 Every load comes from `gpukit loadtest` (several processes; its own CPU use is recorded beside each point).
 Writes $OUT/serve_h200.json, serve_h200.png and serve_h200.md.
 
@@ -600,6 +600,8 @@ def main() -> int:
     say(f"checkpoints ready (seed: {how})")
     if only is not None and not any(k.startswith("resnet/") for k in only):
         results["gpu_alone"] = {"skipped": "no ResNet-50 run in --only"}  # 35 s saved in a seed-only run
+    elif os.environ.get("SERVE_SKIP_ALONE"):  # A/B rounds in one call: measured once, in the first round
+        results["gpu_alone"] = {"skipped": "SERVE_SKIP_ALONE"}
     else:
         try:
             results["gpu_alone"] = gpu_alone(resnet, [64, 256] if not a.quick else [4], a.device)

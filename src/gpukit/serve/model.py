@@ -22,10 +22,18 @@ A batch is served in two steps that the batcher runs on two threads, so they ove
 stage; ``gpukit.serve.staging``, on its own stream) and ``execute`` (on ``exec_stream``: a batch of one pass is copied
 from the staging slot into the graph's static input, replayed, and its output copied to the host; a larger one is
 copied out of the slot first, then per pass: into the static input, replay, keep the rows, and all of them to the
-host). Events order the two streams; ``execute``'s ``.cpu()`` is its one sync point. Every torch call releases the
-GIL and takes it back, and beside the process's pipe and reply threads each taking back can wait: the one-pass path
-makes five such calls where it made seven (on an H200 the seed CNN's two stages took 0.29 and 0.33 ms alone at batch
-33, and twice that in the server: benchmarks/serve-onepass_h200_2026-12-05.md).
+host). Events order the two streams; ``execute``'s wait for its results is its one sync point. Every torch call
+releases the GIL and takes it back, and beside the process's pipe and reply threads each taking back can wait: the
+one-pass path makes five such calls where it made seven (on an H200 the seed CNN's two stages took 0.29 and 0.33 ms
+alone at batch 33, and twice that in the server: benchmarks/serve-onepass_h200_2026-12-05.md).
+
+The results come back through a pinned host buffer: an asynchronous copy, then a wait on ``exec_stream``
+(``_to_host``). ``.cpu()`` into pageable memory, as before, is a synchronous copy, and nvJPEG's decode of the next
+batch in the preparing thread could not finish while it waited for the forward pass. Preparing 64 JPEGs beside
+back-to-back forward passes took as long as one pass (ResNet-50 on an H100: 5.5 ms, against 2.4-3.6 idle and
+4.1-4.2 with the pinned buffer); with idle gaps of 0.5-2 ms between passes, one pass plus its gap. Over HTTP
+ResNet-50 compiled served 13,236-13,911 req/s against 11,966-12,703 in turns on one host, its batches prepared in
+3.8-4.0 against 5.8-6.1 ms (benchmarks/serve-host-copy_h100_2026-12-06.md).
 """
 
 from __future__ import annotations
@@ -144,6 +152,7 @@ class ModelRunner:
             self.static_in = torch.zeros((self.pass_rows, 3, s, s), dtype=torch.uint8, device=self.device)
             # probabilities, one column per class (also for a one-logit binary model: predict.probabilities)
             self.result = torch.zeros((max_batch, len(loaded.classes)), dtype=torch.float32, device=self.device)
+            self.result_host = torch.zeros((max_batch, len(loaded.classes)), dtype=torch.float32).pin_memory()
             self._warm()
         self.stager = Stager(loaded.image_size, max_batch, self.device)
 
@@ -211,11 +220,13 @@ class ModelRunner:
     def __call__(self, batch: np.ndarray) -> np.ndarray:
         """A stacked uint8 batch, prepared and run at once (the batcher overlaps the two: ``prepare``/``execute``)."""
         probs, _ = self.execute(self.prepare(list(batch)))
-        return probs
+        return probs.copy()  # execute's array is a view of a buffer that the next call rewrites
 
     def run_items(self, items: list[np.ndarray | bytes]) -> tuple[np.ndarray, list[str | None]]:
-        """``execute(prepare(items))``: decoded images and JPEG bytes (``--decode nvjpeg``) in one batch."""
-        return self.execute(self.prepare(items))
+        """``execute(prepare(items))``: decoded images and JPEG bytes (``--decode nvjpeg``) in one batch (the
+        probabilities copied out of the runner's buffer)."""
+        probs, errors = self.execute(self.prepare(items))
+        return probs.copy(), errors
 
     def prepare(self, items: list[np.ndarray | bytes]) -> Staged:
         """Stage a batch on the model's device (its own CUDA stream; see ``gpukit.serve.staging``). JPEGs are decoded
@@ -237,7 +248,7 @@ class ModelRunner:
                 if n <= self.pass_rows:  # one pass: from the slot into the graph's input, its output to the host
                     self.static_in[:n].copy_(staged.x[:n])
                     staged.slot.free.record(self.exec_stream)
-                    return self._run_static(n)[:n].cpu().numpy(), staged.errors  # the one sync point
+                    return self._to_host(self._run_static(n), n), staged.errors
                 self.batch_in[:n].copy_(staged.x[:n])
                 staged.slot.free.record(self.exec_stream)  # the slot may be rewritten once this copy has run
                 for start in range(0, n, self.pass_rows):  # stream order keeps static_in and out safe to reuse
@@ -245,8 +256,15 @@ class ModelRunner:
                     self.static_in[:rows].copy_(self.batch_in[start : start + rows])  # rows after keep old data
                     out = self._run_static(rows)
                     self.result[start : start + rows].copy_(out[:rows])
-                probs = self.result[:n].cpu().numpy()  # the one sync point: results back to the host
-                return np.asarray(probs), staged.errors
+                return self._to_host(self.result, n), staged.errors
+
+    def _to_host(self, out: torch.Tensor, n: int) -> np.ndarray:
+        """``out[:n]`` (on the device) copied into the pinned ``result_host`` and waited for on ``exec_stream``: the
+        one sync point of ``execute``. The array is a view of that buffer, rewritten by the next ``execute`` (the
+        batcher copies it at once). Not ``.cpu()``: see the module's docstring."""
+        self.result_host[:n].copy_(out[:n], non_blocking=True)
+        self.exec_stream.synchronize()
+        return self.result_host[:n].numpy()  # type: ignore[no-any-return]
 
     def _padded(self, x: torch.Tensor) -> torch.Tensor:
         """A CPU batch as it runs: unpadded on eager (see the module's docstring), padded with zero rows up to its
