@@ -56,14 +56,27 @@ def resnet_and_jpegs(prefix: str) -> tuple[Path, list[bytes]]:
     return ckpt, [p.read_bytes() for p in sorted(folder.rglob("*.jpg"))]
 
 
-def busy(runner, items):
-    """A thread that keeps ``execute`` running on a prepared batch; returns its stop function."""
+def exec_ms(runner, staged, reps: int = 12) -> float:
+    """``execute`` of one prepared batch alone: the median of ``reps`` calls after two more."""
+    ts = []
+    for _ in range(reps + 2):
+        t = time.perf_counter()
+        runner.execute(staged)
+        ts.append(time.perf_counter() - t)
+    return med_ms(ts[2:])
+
+
+def busy(runner, items, gap_s: float = 0.0):
+    """A thread that keeps ``execute`` running on a prepared batch (idle ``gap_s`` after each); returns its stop
+    function."""
     stop = threading.Event()
     staged = runner.prepare(items)
 
     def spin() -> None:
         while not stop.is_set():
             runner.execute(staged)
+            if gap_s:
+                time.sleep(gap_s)
 
     th = threading.Thread(target=spin)
     th.start()
@@ -76,8 +89,8 @@ def busy(runner, items):
     return end
 
 
-def prep_split(runner, split: Split, items, beside: bool) -> dict:
-    end = busy(runner, items) if beside else None
+def prep_split(runner, split: Split, items, beside: bool, gap_s: float = 0.0) -> dict:
+    end = busy(runner, items, gap_s) if beside else None
     split.calls.clear()
     totals = []
     for _ in range(12):
@@ -176,13 +189,7 @@ def main() -> int:
     high = torch.cuda.Stream(device=runner.device, priority=greatest)
     doc["exec"] = {}
     for b in (64, 128, 256):
-        staged = runner.prepare(jpegs[:b])
-        ts = []
-        for _ in range(12):
-            t = time.perf_counter()
-            runner.execute(staged)
-            ts.append(time.perf_counter() - t)
-        doc["exec"][f"b{b}_ms"] = med_ms(ts[2:])
+        doc["exec"][f"b{b}_ms"] = exec_ms(runner, runner.prepare(jpegs[:b]))
     print(f"exec: {doc['exec']}", flush=True)
     split = Split(runner.stager)
     for prio, stream in (("normal", normal), ("high", high)):

@@ -51,31 +51,18 @@ def recapture(runner, stream) -> None:
     import torch
 
     runner.exec_stream = stream
-    runner.graphs.clear()
     torch.cuda.synchronize()
     with torch.inference_mode():
         with torch.cuda.stream(stream):
             for b in runner.buckets:
                 runner._forward(runner.static_in[:b])
         stream.synchronize()
-        pool = None
-        for b in sorted(runner.buckets, reverse=True):
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool, stream=stream):
-                out = runner._forward(runner.static_in[:b])
-            pool = graph.pool()
-            runner.graphs[b] = (graph, out)
+        runner.capture(stream)
     torch.cuda.synchronize()
 
 
 def exec_ms(runner, jpegs, b: int) -> float:
-    staged = runner.prepare(jpegs[:b])
-    ts = []
-    for _ in range(14):
-        t = time.perf_counter()
-        runner.execute(staged)
-        ts.append(time.perf_counter() - t)
-    return pp.med_ms(ts[4:])
+    return pp.exec_ms(runner, runner.prepare(jpegs[:b]))
 
 
 def variant(runner, split, jpegs, seconds: float) -> dict:
@@ -111,35 +98,13 @@ def gaps(runner, split, jpegs, doc: dict, out: Path) -> int:
     """Prepare 64 beside a thread that runs ``execute`` with an idle gap after each (0, 0.5, 1, 2, 4 ms): if the
     decode waits for the GPU to run no forward pass at all (a device-wide synchronisation), it finishes in a gap.
     Then a profile of preparing beside back-to-back passes, its CPU-side calls sorted by their own time."""
-    import threading
-
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     items = jpegs[:64]
-    staged = runner.prepare(items)
     doc["gaps"] = {}
     for i, gap_ms in enumerate((0.0, 0.5, 1.0, 2.0, 4.0, 0.0)):
-        stop = threading.Event()
-
-        def spin(gap: float = gap_ms / 1e3, stop: threading.Event = stop) -> None:
-            while not stop.is_set():
-                runner.execute(staged)
-                if gap:
-                    time.sleep(gap)
-
-        th = threading.Thread(target=spin)
-        th.start()
-        time.sleep(0.2)
-        split.calls.clear()
-        ts = []
-        for _ in range(16):
-            t = time.perf_counter()
-            runner.prepare(items)
-            ts.append(time.perf_counter() - t)
-        stop.set()
-        th.join()
-        row = {"prepare_ms": pp.med_ms(ts[2:]), "decoder_call_ms": pp.med_ms(split.calls[2:])}
+        row = pp.prep_split(runner, split, items, beside=True, gap_s=gap_ms / 1e3)
         doc["gaps"][f"{i}: {gap_ms} ms"] = row
         print(f"gap {gap_ms} ms: {json.dumps(row)}", flush=True)
     end = pp.busy(runner, items)

@@ -204,18 +204,26 @@ class ModelRunner:
             torch.cuda.current_stream().wait_stream(side)
             if self.cuda_graphs:
                 try:
-                    pool = None  # one memory pool for all sizes, captured largest first: they never run at once
-                    for b in sorted(self.buckets, reverse=True):
-                        graph = torch.cuda.CUDAGraph()
-                        with torch.cuda.graph(graph, pool=pool):
-                            out = self._forward(self.static_in[:b])
-                        pool = graph.pool()
-                        self.graphs[b] = (graph, out)
+                    self.capture()
                 except Exception:  # a model that cannot be captured runs eagerly on the warmed shapes
                     self.graphs.clear()
                     self.cuda_graphs = False
             torch.cuda.synchronize()
         self.warmup_s = time.perf_counter() - t0
+
+    def capture(self, stream: torch.cuda.Stream | None = None) -> None:
+        """One CUDA graph per padded batch size, captured on ``stream`` (None: a side stream of torch's), after the
+        sizes were warmed. One memory pool for all sizes, captured largest first: they never run at once."""
+        import torch
+
+        self.graphs.clear()
+        pool = None
+        for b in sorted(self.buckets, reverse=True):
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool, stream=stream):
+                out = self._forward(self.static_in[:b])
+            pool = graph.pool()
+            self.graphs[b] = (graph, out)
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:
         """A stacked uint8 batch, prepared and run at once (the batcher overlaps the two: ``prepare``/``execute``)."""
