@@ -24,8 +24,9 @@ from the staging slot into the graph's static input, replayed, and its output co
 copied out of the slot first, then per pass: into the static input, replay, keep the rows, and all of them to the
 host). Events order the two streams; ``execute``'s wait for its results is its one sync point. Every torch call
 releases the GIL and takes it back, and beside the process's pipe and reply threads each taking back can wait: the
-one-pass path makes five such calls where it made seven (on an H200 the seed CNN's two stages took 0.29 and 0.33 ms
-alone at batch 33, and twice that in the server: benchmarks/serve-onepass_h200_2026-12-05.md).
+one-pass path made five such calls where it made seven (on an H200 the seed CNN's two stages took 0.29 and 0.33 ms
+alone at batch 33, and twice that in the server: benchmarks/serve-onepass_h200_2026-12-05.md), and six since its
+results come back as below.
 
 The results come back through a pinned host buffer: an asynchronous copy, then a wait on ``exec_stream``
 (``_to_host``). ``.cpu()`` into pageable memory, as before, is a synchronous copy, and nvJPEG's decode of the next
