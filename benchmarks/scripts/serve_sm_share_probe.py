@@ -28,22 +28,12 @@ import serve_prep_probe as pp
 
 
 def green_stream(num_sms: int):
-    """A stream whose kernels run on ``num_sms`` SMs only (a green context of torch.cuda.green_contexts)."""
+    """A stream whose kernels run on ``num_sms`` SMs only (a green context, torch.cuda.green_contexts: torch 2.11+)."""
     import torch
     from torch.cuda.green_contexts import GreenContext
 
-    try:
-        ctx = GreenContext.create(num_sms=num_sms, device_id=torch.cuda.current_device())
-    except TypeError:  # torch 2.10's positional signature
-        ctx = GreenContext.create(num_sms, torch.cuda.current_device())
-    if hasattr(ctx, "Stream"):
-        return ctx, ctx.Stream()
-    ctx.set_context()  # older API: a stream made while the green context is current belongs to it
-    try:
-        stream = torch.cuda.Stream()
-    finally:
-        ctx.pop_context()
-    return ctx, stream
+    ctx = GreenContext.create(num_sms=num_sms, device_id=torch.cuda.current_device())
+    return ctx, ctx.Stream()
 
 
 def recapture(runner, stream) -> None:
