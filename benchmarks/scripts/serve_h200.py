@@ -17,6 +17,8 @@ Steps (≤ 9 minutes on one H200 with its 16-core host; the time guard skips the
     ``GPUKIT_SERVE_EXTRA`` adds `gpukit serve` options to every gpukit server ("--decode-threads 2");
     ``SERVE_KEEP_WORK=1`` keeps the last run's work folder (a compiled engine starts from its cache; a seed CNN whose
     training finished is not trained again). ``SERVE_SKIP_ALONE=1`` skips the GPU-alone figure (35 s).
+    ``SERVE_PYSPY=<py-spy binary>`` samples the server's model process during each gpukit point's first seconds
+    (``py-spy record --threads --idle --nonblocking``, raw stacks) into ``pyspy-<key>.txt`` beside the results.
 Every load comes from `gpukit loadtest` (several processes; its own CPU use is recorded beside each point).
 Writes $OUT/serve_h200.json, serve_h200.png and serve_h200.md.
 
@@ -362,6 +364,18 @@ def tree_cpu(pgid: int) -> dict[int, float]:
     return out
 
 
+def pyspy(server: Server, key: str, duration: float) -> subprocess.Popen | None:
+    """py-spy sampling the model process (the server's own pid) for most of a gpukit point, when SERVE_PYSPY names
+    the binary: every thread, idle ones too, without pausing the process; raw stacks with their sample counts."""
+    binary = os.environ.get("SERVE_PYSPY")
+    if not binary or "/v1/predict" not in server.url or not server.name.startswith("gpukit"):
+        return None
+    out = PROFILE_DIR / f"pyspy-{key.replace('/', '_')}.txt"
+    cmd = [binary, "record", "--pid", str(server.proc.pid), "--duration", str(max(1, int(duration) - 3)), "--rate"]
+    cmd += ["200", "--threads", "--idle", "--nonblocking", "--format", "raw", "-o", str(out)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(out.with_suffix(".log"), "w"))
+
+
 def batch_sizes(server: Server) -> dict[str, float]:
     """gpukit's batch-size histogram from /metrics (count, sum, cumulative buckets); empty for other servers."""
     if "/v1/predict" not in server.url:
@@ -394,7 +408,10 @@ def run_config(results: dict, key: str, server: Server, images: Path, points: li
                 say(f"time guard: skipping the rest of {key}")
                 break
             before, t, hist0 = tree_cpu(server.proc.pid), time.monotonic(), batch_sizes(server)
+            spy = pyspy(server, key, duration)
             row = loadtest(server.url, images, c, duration)
+            if spy is not None:
+                spy.wait(30)
             after, wall, hist1 = tree_cpu(server.proc.pid), time.monotonic() - t, batch_sizes(server)
             # forward passes during the loadtest call (its warm-up included): how many, mean size, ≤ each bucket
             row["batches"] = {k: v - hist0.get(k, 0.0) for k, v in hist1.items()}
@@ -515,6 +532,7 @@ def plot(results: dict, path: Path) -> None:
 
 
 BUDGET_S = 450.0  # seconds; the shell wrapper kills the run at 560
+PROFILE_DIR = Path("/tmp")  # where pyspy() writes: main() sets it to --out
 WRK = True
 WRK_AT = {
     "seed/gpukit": 64,
@@ -552,7 +570,7 @@ def parse_only(text: str | None) -> set[str] | None:
 
 
 def main() -> int:
-    global BUDGET_S
+    global BUDGET_S, PROFILE_DIR
     p = argparse.ArgumentParser()
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/serve_h200")))
     p.add_argument("--device", default="cuda")
@@ -571,6 +589,7 @@ def main() -> int:
         a.duration = 10.0 if only else 5.0
     stem = "serve_h200_only" if only else "serve_h200"
     a.out.mkdir(parents=True, exist_ok=True)
+    PROFILE_DIR = a.out
     work = Path("/tmp/serve_h200_work")
     if not os.environ.get("SERVE_KEEP_WORK"):  # set: the same seeded checkpoints again, their engine caches kept
         shutil.rmtree(work, ignore_errors=True)
