@@ -1,0 +1,127 @@
+"""Why the same ResNet-50 server, started again on the same host, serves 10,500 req/s one time and 14,000 the next
+(benchmarks/serve-placement_h100_2026-12-06.md): starts `gpukit serve` (ResNet-50, nvjpeg, 8 HTTP workers, the
+engine of ``GPUKIT_SERVE_ENGINE``) ROUNDS times, loads each with `gpukit loadtest` at 256 clients, and records for
+each start, beside req/s and the server's stage times, where every thread of the server ran: its CPU seconds over
+the loaded window and the CPUs the kernel put it on (``/proc/<pid>/task/<tid>/stat``, sampled every 0.25 s), with
+the model process's thread names from ``py-spy dump`` (``SERVE_PYSPY``, optional). Also the host's topology (which
+CPUs share a core, NUMA nodes, the GPU's CPU affinity).
+    python3 benchmarks/scripts/serve_placement_probe.py --out /tmp/r/placement --rounds 8 --budget-s 180
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import serve_h200 as sh
+
+
+def topology() -> dict:
+    """Which CPUs share a core, the NUMA nodes, and the GPU's CPU affinity (``nvidia-smi topo -m``)."""
+    cpus = sorted(Path("/sys/devices/system/cpu").glob("cpu[0-9]*"), key=lambda p: int(p.name[3:]))
+    doc: dict = {"siblings": {p.name: (p / "topology/thread_siblings_list").read_text().strip() for p in cpus}}
+    for key, cmd in (("lscpu", ["lscpu", "-e=CPU,CORE,SOCKET,NODE"]), ("topo", ["nvidia-smi", "topo", "-m"])):
+        try:
+            doc[key] = subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            doc[key] = f"{cmd[0]}: {exc}"
+    return doc
+
+
+def threads(pgid: int) -> dict[int, tuple[int, str, float, int]]:
+    """tid → (pid, comm, CPU seconds, the CPU it last ran on) for every thread of the process group."""
+    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    for stat in Path("/proc").glob("[0-9]*/task/[0-9]*/stat"):
+        try:
+            head, rest = stat.read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        f = rest.split()  # after "(comm)": state(0) ppid pgrp … utime(11) stime(12) … processor(36)
+        if int(f[2]) == pgid:
+            pid = int(stat.parents[2].name)
+            out[int(stat.parent.name)] = (pid, head.split("(", 1)[1], (int(f[11]) + int(f[12])) / tick, int(f[36]))
+    return out
+
+
+def names(pid: int) -> dict[int, str]:
+    """tid → Python thread name, from ``py-spy dump`` (empty without SERVE_PYSPY)."""
+    binary = os.environ.get("SERVE_PYSPY")
+    if not binary:
+        return {}
+    text = subprocess.run([binary, "dump", "--pid", str(pid), "--nonblocking"], capture_output=True, text=True,
+                          timeout=30).stdout  # fmt: skip
+    return {int(m.group(1)): m.group(2) for m in re.finditer(r'Thread (\d+) \([^)]*\): "([^"]+)"', text)}
+
+
+def one_round(model: Path, images: Path, duration: float) -> dict:
+    server = sh.gpukit_server(model, "cuda", 8, 128, True, "nvjpeg")
+    try:
+        if not server.wait():
+            return {"error": "did not start", "log": server.tail()}
+        pid, result = server.proc.pid, {}
+        load = threading.Thread(target=lambda: result.update(sh.loadtest(server.url, images, 256, duration)))
+        hist0 = sh.batch_sizes(server)
+        load.start()
+        time.sleep(3.5)  # the generators' start and the 1.5 s warm-up
+        first, seen = threads(pid), {}
+        t0 = time.monotonic()
+        while load.is_alive() and time.monotonic() - t0 < duration - 2.5:
+            for tid, (_, _, _, cpu) in threads(pid).items():
+                seen.setdefault(tid, Counter())[cpu] += 1
+            time.sleep(0.25)
+        last, wall = threads(pid), time.monotonic() - t0
+        tid_names = names(pid)
+        load.join()
+        hist1 = sh.batch_sizes(server)
+        rows = []
+        for tid, (p, comm, cpu_s, _) in last.items():
+            busy = (cpu_s - first.get(tid, (p, comm, cpu_s, 0))[2]) / wall
+            if busy >= 0.02:
+                where = dict(seen.get(tid, Counter()).most_common(4))
+                rows.append({"pid": p, "tid": tid, "name": tid_names.get(tid, comm), "cpu_share": round(busy, 3),
+                             "model": p == pid, "cpus": where})  # fmt: skip
+        n = hist1.get("count", 0.0) - hist0.get("count", 0.0)
+        t = result.get("server_timing_mean_ms", {})
+        return {"rps": result.get("throughput_rps"), "p99_ms": result.get("latency_ms", {}).get("p99"),
+                "mean_batch": (hist1.get("sum", 0.0) - hist0.get("sum", 0.0)) / n if n else None,
+                "stages_ms": {k: round(v, 2) for k, v in t.items()},
+                "threads": sorted(rows, key=lambda r: -r["cpu_share"])}  # fmt: skip
+    finally:
+        server.stop()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--duration", type=float, default=7.0)
+    p.add_argument("--budget-s", type=float, default=180.0, help="no round starts after this many seconds")
+    a = p.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    t_start, work = time.monotonic(), Path("/tmp/serve_h200_work")
+    images = sh.make_images(work / "img224", 224, 256)
+    model = sh.checkpoint(work / "resnet50", "resnet50", 224)
+    doc: dict = {"topology": topology(), "engine": os.environ.get("GPUKIT_SERVE_ENGINE", "eager"), "rounds": []}
+    for i in range(a.rounds):
+        if time.monotonic() - t_start > a.budget_s:
+            break
+        r = one_round(model, images, a.duration)
+        doc["rounds"].append(r)
+        (a.out / "placement.json").write_text(json.dumps(doc, indent=1))
+        model_threads = [(t["name"], t["cpu_share"], list(t["cpus"])) for t in r.get("threads", []) if t["model"]]
+        print(i, r.get("rps"), r.get("mean_batch"), {k: r.get("stages_ms", {}).get(k) for k in ("prep", "infer")},
+              model_threads[:5], flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
