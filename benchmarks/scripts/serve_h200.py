@@ -17,7 +17,7 @@ Steps (≤ 9 minutes on one H200 with its 16-core host; the time guard skips the
     ``GPUKIT_SERVE_EXTRA`` adds `gpukit serve` options to every gpukit server ("--decode-threads 2");
     ``SERVE_KEEP_WORK=1`` keeps the last run's work folder (a compiled engine starts from its cache; a seed CNN whose
     training finished is not trained again). ``SERVE_SKIP_ALONE=1`` skips the GPU-alone figure (35 s).
-    ``SERVE_PYSPY=<py-spy binary>`` samples the server's model process during each gpukit point's first seconds
+    ``SERVE_PYSPY=<py-spy binary>`` samples the server's model process during each gpukit point's measured window
     (``py-spy record --threads --idle --nonblocking``, raw stacks) into ``pyspy-<key>.txt`` beside the results.
 Every load comes from `gpukit loadtest` (several processes; its own CPU use is recorded beside each point).
 Writes $OUT/serve_h200.json, serve_h200.png and serve_h200.md.
@@ -365,15 +365,17 @@ def tree_cpu(pgid: int) -> dict[int, float]:
 
 
 def pyspy(server: Server, key: str, duration: float) -> subprocess.Popen | None:
-    """py-spy sampling the model process (the server's own pid) for most of a gpukit point, when SERVE_PYSPY names
-    the binary: every thread, idle ones too, without pausing the process; raw stacks with their sample counts."""
+    """py-spy sampling the model process (the server's own pid) during a gpukit point's measured window (from 3 s
+    in: the generators' start and loadtest's 1.5 s warm-up left out), when SERVE_PYSPY names the binary: every
+    thread, idle ones too, without pausing the process; raw stacks with their sample counts."""
     binary = os.environ.get("SERVE_PYSPY")
     if not binary or "/v1/predict" not in server.url or not server.name.startswith("gpukit"):
         return None
     out = PROFILE_DIR / f"pyspy-{key.replace('/', '_')}.txt"
-    cmd = [binary, "record", "--pid", str(server.proc.pid), "--duration", str(max(1, int(duration) - 3)), "--rate"]
+    cmd = [binary, "record", "--pid", str(server.proc.pid), "--duration", str(max(1, int(duration) - 2)), "--rate"]
     cmd += ["200", "--threads", "--idle", "--nonblocking", "--format", "raw", "-o", str(out)]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(out.with_suffix(".log"), "w"))
+    later = ["sh", "-c", 'sleep 3; exec "$@"', "sh", *cmd]
+    return subprocess.Popen(later, stdout=subprocess.DEVNULL, stderr=open(out.with_suffix(".log"), "w"))
 
 
 def batch_sizes(server: Server) -> dict[str, float]:

@@ -1,10 +1,10 @@
 """Why the same ResNet-50 server, started again on the same host, serves 10,500 req/s one time and 14,000 the next
-(benchmarks/serve-placement_h100_2026-12-06.md): starts `gpukit serve` (ResNet-50, nvjpeg, 8 HTTP workers, the
-engine of ``GPUKIT_SERVE_ENGINE``) ROUNDS times, loads each with `gpukit loadtest` at 256 clients, and records for
-each start, beside req/s and the server's stage times, where every thread of the server ran: its CPU seconds over
-the loaded window and the CPUs the kernel put it on (``/proc/<pid>/task/<tid>/stat``, sampled every 0.25 s), with
-the model process's thread names from ``py-spy dump`` (``SERVE_PYSPY``, optional). Also the host's topology (which
-CPUs share a core, NUMA nodes, the GPU's CPU affinity).
+(benchmarks/serve-restarts_h100_2026-12-06.md; written then, not yet run on a GPU). Starts `gpukit serve`
+(ResNet-50, nvjpeg, 8 HTTP workers, the engine of ``GPUKIT_SERVE_ENGINE``) ROUNDS times and loads each with
+`gpukit loadtest` at 256 clients. For each start it records, beside req/s and the server's stage times, where every
+thread of the server ran: its CPU share over the loaded window and the CPUs the kernel put it on
+(``/proc/<pid>/task/<tid>/stat``, sampled every 0.25 s), with the model process's thread names from ``py-spy dump``
+(``SERVE_PYSPY``, optional). Also the host's topology: which CPUs share a core, NUMA nodes, the GPU's CPU affinity.
     python3 benchmarks/scripts/serve_placement_probe.py --out /tmp/r/placement --rounds 8 --budget-s 180
 """
 
