@@ -413,7 +413,10 @@ def run_config(results: dict, key: str, server: Server, images: Path, points: li
             spy = pyspy(server, key, duration)
             row = loadtest(server.url, images, c, duration)
             if spy is not None:
-                spy.wait(30)
+                try:
+                    spy.wait(30)
+                except subprocess.TimeoutExpired:  # a hung profiler costs its samples, not the point
+                    spy.kill()
             after, wall, hist1 = tree_cpu(server.proc.pid), time.monotonic() - t, batch_sizes(server)
             # forward passes during the loadtest call (its warm-up included): how many, mean size, ≤ each bucket
             row["batches"] = {k: v - hist0.get(k, 0.0) for k, v in hist1.items()}
