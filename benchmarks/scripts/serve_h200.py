@@ -350,18 +350,25 @@ def wrk_check(url: str, image: Path, duration: float, connections: int = 64) -> 
     }
 
 
+def group_stats(pgid: int, pattern: str = "[0-9]*/stat") -> dict[Path, tuple[str, list[str]]]:
+    """The ``/proc`` stat files matching ``pattern`` whose process group is ``pgid``: path → (comm, the fields after
+    "(comm)": state, ppid, pgrp, …, utime at 11, stime at 12, the CPU last run on at 36)."""
+    out = {}
+    for stat in Path("/proc").glob(pattern):
+        try:
+            head, rest = stat.read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        fields = rest.split()
+        if int(fields[2]) == pgid:
+            out[stat] = (head.split("(", 1)[1], fields)
+    return out
+
+
 def tree_cpu(pgid: int) -> dict[int, float]:
     """CPU seconds (user + system) of every process in the server's process group, by pid, from /proc."""
     tick = os.sysconf("SC_CLK_TCK")
-    out = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:  # fields after "(comm)": state, ppid, pgrp, …, utime (12), stime (13)
-            out[int(stat.parent.name)] = (int(fields[11]) + int(fields[12])) / tick
-    return out
+    return {int(stat.parent.name): (int(f[11]) + int(f[12])) / tick for stat, (_, f) in group_stats(pgid).items()}
 
 
 def pyspy(server: Server, key: str, duration: float) -> subprocess.Popen | None:

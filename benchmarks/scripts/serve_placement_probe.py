@@ -39,17 +39,11 @@ def topology() -> dict:
 
 def threads(pgid: int) -> dict[int, tuple[int, str, float, int]]:
     """tid → (pid, comm, CPU seconds, the CPU it last ran on) for every thread of the process group."""
-    tick, out = os.sysconf("SC_CLK_TCK"), {}
-    for stat in Path("/proc").glob("[0-9]*/task/[0-9]*/stat"):
-        try:
-            head, rest = stat.read_text().rsplit(")", 1)
-        except OSError:
-            continue
-        f = rest.split()  # after "(comm)": state(0) ppid pgrp … utime(11) stime(12) … processor(36)
-        if int(f[2]) == pgid:
-            pid = int(stat.parents[2].name)
-            out[int(stat.parent.name)] = (pid, head.split("(", 1)[1], (int(f[11]) + int(f[12])) / tick, int(f[36]))
-    return out
+    tick = os.sysconf("SC_CLK_TCK")
+    return {
+        int(stat.parent.name): (int(stat.parents[2].name), comm, (int(f[11]) + int(f[12])) / tick, int(f[36]))
+        for stat, (comm, f) in sh.group_stats(pgid, "[0-9]*/task/[0-9]*/stat").items()
+    }
 
 
 def names(pid: int) -> dict[int, str]:
@@ -84,7 +78,7 @@ def one_round(model: Path, images: Path, duration: float) -> dict:
         hist1 = sh.batch_sizes(server)
         rows = []
         for tid, (p, comm, cpu_s, _) in last.items():
-            busy = (cpu_s - first.get(tid, (p, comm, cpu_s, 0))[2]) / wall
+            busy = (cpu_s - first.get(tid, (p, comm, 0.0, 0))[2]) / wall  # a thread started since: all of it
             if busy >= 0.02:
                 where = dict(seen.get(tid, Counter()).most_common(4))
                 rows.append({"pid": p, "tid": tid, "name": tid_names.get(tid, comm), "cpu_share": round(busy, 3),
