@@ -5,7 +5,12 @@
 thread of the server ran: its CPU share over the loaded window and the CPUs the kernel put it on
 (``/proc/<pid>/task/<tid>/stat``, sampled every 0.25 s), with the model process's thread names from ``py-spy dump``
 (``SERVE_PYSPY``, optional). Also the host's topology: which CPUs share a core, NUMA nodes, the GPU's CPU affinity.
-    python3 benchmarks/scripts/serve_placement_probe.py --out /tmp/r/placement --rounds 8 --budget-s 180
+Each round places the processes one way (``--order``, in turns):
+- ``free``: as they start, the kernel's choice;
+- ``split``: the model process's threads on the first ``--model-cpus`` CPUs, the HTTP workers and the load
+  generator on the rest (``sched_setaffinity`` on every thread, once the server is ready);
+- ``nice``: the HTTP workers' threads at nice +5, so a preparing thread that shares a CPU with one wins it.
+    python3 benchmarks/scripts/serve_placement_probe.py --out /tmp/r/placement --order "free split nice" --budget-s 180
 """
 
 from __future__ import annotations
@@ -56,12 +61,32 @@ def names(pid: int) -> dict[int, str]:
     return {int(m.group(1)): m.group(2) for m in re.finditer(r'Thread (\d+) \([^)]*\): "([^"]+)"', text)}
 
 
-def one_round(model: Path, images: Path, duration: float) -> dict:
+def place(mode: str, pid: int, model_cpus: int) -> dict:
+    """Puts the server's threads where ``mode`` says (see the header); returns what it did. The probe itself (and so
+    the load generator it starts next) goes on the HTTP workers' CPUs in ``split``."""
+    tids = {int(stat.parent.name): int(stat.parents[2].name) for stat in sh.group_stats(pid, "[0-9]*/task/[0-9]*/stat")}
+    cpus = sorted(os.sched_getaffinity(0))
+    if mode == "split":
+        mine, rest = set(cpus[:model_cpus]), set(cpus[model_cpus:])
+        for tid, owner in tids.items():
+            os.sched_setaffinity(tid, mine if owner == pid else rest)
+        os.sched_setaffinity(0, rest)
+        return {"model_cpus": sorted(mine), "other_cpus": sorted(rest)}
+    if mode == "nice":
+        for tid, owner in tids.items():
+            if owner != pid:
+                os.setpriority(os.PRIO_PROCESS, tid, 5)  # per thread on Linux
+        return {"workers_nice": 5}
+    return {}
+
+
+def one_round(model: Path, images: Path, duration: float, mode: str, model_cpus: int) -> dict:
     server = sh.gpukit_server(model, "cuda", 8, 128, True, "nvjpeg")
+    everywhere = os.sched_getaffinity(0)
     try:
         if not server.wait():
             return {"error": "did not start", "log": server.tail()}
-        pid, result = server.proc.pid, {}
+        pid, result = server.proc.pid, {"mode": mode, "placed": place(mode, server.proc.pid, model_cpus)}
         load = threading.Thread(target=lambda: result.update(sh.loadtest(server.url, images, 256, duration)))
         hist0 = sh.batch_sizes(server)
         load.start()
@@ -85,18 +110,21 @@ def one_round(model: Path, images: Path, duration: float) -> dict:
                              "model": p == pid, "cpus": where})  # fmt: skip
         n = hist1.get("count", 0.0) - hist0.get("count", 0.0)
         t = result.get("server_timing_mean_ms", {})
-        return {"rps": result.get("throughput_rps"), "p99_ms": result.get("latency_ms", {}).get("p99"),
+        return {"mode": mode, "placed": result.get("placed"),
+                "rps": result.get("throughput_rps"), "p99_ms": result.get("latency_ms", {}).get("p99"),
                 "mean_batch": (hist1.get("sum", 0.0) - hist0.get("sum", 0.0)) / n if n else None,
                 "stages_ms": {k: round(v, 2) for k, v in t.items()},
                 "threads": sorted(rows, key=lambda r: -r["cpu_share"])}  # fmt: skip
     finally:
+        os.sched_setaffinity(0, everywhere)
         server.stop()
 
 
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--order", default="free split nice free split nice", help="one placement a round, in turns")
+    p.add_argument("--model-cpus", type=int, default=4, help="CPUs the model process gets in a split round")
     p.add_argument("--duration", type=float, default=7.0)
     p.add_argument("--budget-s", type=float, default=180.0, help="no round starts after this many seconds")
     a = p.parse_args()
@@ -105,14 +133,14 @@ def main() -> int:
     images = sh.make_images(work / "img224", 224, 256)
     model = sh.checkpoint(work / "resnet50", "resnet50", 224)
     doc: dict = {"topology": topology(), "engine": os.environ.get("GPUKIT_SERVE_ENGINE", "eager"), "rounds": []}
-    for i in range(a.rounds):
+    for i, mode in enumerate(a.order.split()):
         if time.monotonic() - t_start > a.budget_s:
             break
-        r = one_round(model, images, a.duration)
+        r = one_round(model, images, a.duration, mode, a.model_cpus)
         doc["rounds"].append(r)
         (a.out / "placement.json").write_text(json.dumps(doc, indent=1))
         model_threads = [(t["name"], t["cpu_share"], list(t["cpus"])) for t in r.get("threads", []) if t["model"]]
-        print(i, r.get("rps"), r.get("mean_batch"), {k: r.get("stages_ms", {}).get(k) for k in ("prep", "infer")},
+        print(i, mode, r.get("rps"), r.get("mean_batch"), {k: r.get("stages_ms", {}).get(k) for k in ("prep", "infer")},
               model_threads[:5], flush=True)  # fmt: skip
     return 0
 
