@@ -1,16 +1,20 @@
 """Why the same ResNet-50 server, started again on the same host, serves 10,500 req/s one time and 14,000 the next
 (benchmarks/serve-restarts_h100_2026-12-06.md; written then, not yet run on a GPU). Starts `gpukit serve`
-(ResNet-50, nvjpeg, 8 HTTP workers, the engine of ``GPUKIT_SERVE_ENGINE``) ROUNDS times and loads each with
-`gpukit loadtest` at 256 clients. For each start it records, beside req/s and the server's stage times, where every
+(ResNet-50, nvjpeg, bf16, max batch 128, 256 clients; or the seed CNN, 64 px, Pillow, max batch 64, 64 clients;
+8 HTTP workers, the engine of ``GPUKIT_SERVE_ENGINE``) once a round and loads each with `gpukit loadtest`. For each
+start it records, beside req/s and the server's stage times, where every
 thread of the server ran: its CPU share over the loaded window and the CPUs the kernel put it on
 (``/proc/<pid>/task/<tid>/stat``, sampled every 0.25 s), with the model process's thread names from ``py-spy dump``
 (``SERVE_PYSPY``, optional). Also the host's topology: which CPUs share a core, NUMA nodes, the GPU's CPU affinity.
 Each round places the processes one way (``--order``, in turns):
-- ``free``: as they start, the kernel's choice;
-- ``split``: the model process's threads on the first ``--model-cpus`` CPUs, the HTTP workers and the load
-  generator on the rest (``sched_setaffinity`` on every thread, once the server is ready);
-- ``nice``: the HTTP workers' threads at nice +5, so a preparing thread that shares a CPU with one wins it.
+- ``auto``: as `gpukit serve` places them itself (``--model-cpus`` left out: ``gpukit.serve.cpus``);
+- ``free``: ``--model-cpus 0``, the kernel's choice;
+- ``split``: ``--model-cpus 0``, then the model process's threads on the first ``--model-cpus`` CPUs, the HTTP
+  workers and the load generator on the rest (``sched_setaffinity`` on every thread, once the server is ready);
+- ``nice``: ``--model-cpus 0``, then the HTTP workers' threads at nice +5.
+With ``.deb/usr/bin/wrk`` present, wrk loads each server too, right after ``gpukit loadtest``.
     python3 benchmarks/scripts/serve_placement_probe.py --out /tmp/r/placement --order "free split nice" --budget-s 180
+    python3 benchmarks/scripts/serve_placement_probe.py --out /tmp/r/seed --model seed --order "auto free auto free"
 """
 
 from __future__ import annotations
@@ -80,14 +84,18 @@ def place(mode: str, pid: int, model_cpus: int) -> dict:
     return {}
 
 
-def one_round(model: Path, images: Path, duration: float, mode: str, model_cpus: int) -> dict:
-    server = sh.gpukit_server(model, "cuda", 8, 128, True, "nvjpeg")
+def one_round(model: Path, images: Path, duration: float, mode: str, model_cpus: int, seed: bool) -> dict:
+    extra = [] if mode == "auto" else ["--model-cpus", "0"]
+    if seed:
+        server, clients = sh.gpukit_server(model, "cuda", 8, 64, False, "pil", extra), 64
+    else:
+        server, clients = sh.gpukit_server(model, "cuda", 8, 128, True, "nvjpeg", extra), 256
     everywhere = os.sched_getaffinity(0)
     try:
         if not server.wait():
             return {"error": "did not start", "log": server.tail()}
         pid, result = server.proc.pid, {"mode": mode, "placed": place(mode, server.proc.pid, model_cpus)}
-        load = threading.Thread(target=lambda: result.update(sh.loadtest(server.url, images, 256, duration)))
+        load = threading.Thread(target=lambda: result.update(sh.loadtest(server.url, images, clients, duration)))
         hist0 = sh.batch_sizes(server)
         load.start()
         time.sleep(3.5)  # the generators' start and the 1.5 s warm-up
@@ -101,6 +109,7 @@ def one_round(model: Path, images: Path, duration: float, mode: str, model_cpus:
         tid_names = names(pid)
         load.join()
         hist1 = sh.batch_sizes(server)
+        wrk = sh.wrk_check(server.url, next(images.rglob("*.jpg")), duration, clients)
         rows = []
         for tid, (p, comm, cpu_s, _) in last.items():
             busy = (cpu_s - first.get(tid, (p, comm, 0.0, 0))[2]) / wall  # a thread started since: all of it
@@ -114,6 +123,8 @@ def one_round(model: Path, images: Path, duration: float, mode: str, model_cpus:
                 "rps": result.get("throughput_rps"), "p99_ms": result.get("latency_ms", {}).get("p99"),
                 "mean_batch": (hist1.get("sum", 0.0) - hist0.get("sum", 0.0)) / n if n else None,
                 "stages_ms": {k: round(v, 2) for k, v in t.items()},
+                "wrk": {k: v for k, v in (wrk or {}).items() if k != "stdout_tail"} or None,
+                "log": server.tail()[-600:],
                 "threads": sorted(rows, key=lambda r: -r["cpu_share"])}  # fmt: skip
     finally:
         os.sched_setaffinity(0, everywhere)
@@ -124,23 +135,31 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--order", default="free split nice free split nice", help="one placement a round, in turns")
+    p.add_argument("--model", choices=("resnet", "seed"), default="resnet")
     p.add_argument("--model-cpus", type=int, default=4, help="CPUs the model process gets in a split round")
     p.add_argument("--duration", type=float, default=7.0)
     p.add_argument("--budget-s", type=float, default=180.0, help="no round starts after this many seconds")
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     t_start, work = time.monotonic(), Path("/tmp/serve_h200_work")
-    images = sh.make_images(work / "img224", 224, 256)
-    model = sh.checkpoint(work / "resnet50", "resnet50", 224)
-    doc: dict = {"topology": topology(), "engine": os.environ.get("GPUKIT_SERVE_ENGINE", "eager"), "rounds": []}
+    seed = a.model == "seed"
+    if seed:
+        images = sh.make_images(work / "img64", 64, 256)
+        model, how = sh.train_seed(images, work / "seed-run", "cuda", False)
+    else:
+        images, how = sh.make_images(work / "img224", 224, 256), "random weights"
+        model = sh.checkpoint(work / "resnet50", "resnet50", 224)
+    doc: dict = {"model": a.model, "checkpoint": how, "topology": topology(),
+                 "engine": os.environ.get("GPUKIT_SERVE_ENGINE", "eager"), "rounds": []}  # fmt: skip
     for i, mode in enumerate(a.order.split()):
         if time.monotonic() - t_start > a.budget_s:
             break
-        r = one_round(model, images, a.duration, mode, a.model_cpus)
+        r = one_round(model, images, a.duration, mode, a.model_cpus, seed)
         doc["rounds"].append(r)
-        (a.out / "placement.json").write_text(json.dumps(doc, indent=1))
+        (a.out / f"placement-{a.model}.json").write_text(json.dumps(doc, indent=1))
         model_threads = [(t["name"], t["cpu_share"], list(t["cpus"])) for t in r.get("threads", []) if t["model"]]
-        print(i, mode, r.get("rps"), r.get("mean_batch"), {k: r.get("stages_ms", {}).get(k) for k in ("prep", "infer")},
+        print(i, mode, r.get("rps"), r.get("p99_ms"), (r.get("wrk") or {}).get("rps"), r.get("placed"),
+              r.get("mean_batch"), {k: r.get("stages_ms", {}).get(k) for k in ("prep", "infer")},
               model_threads[:5], flush=True)  # fmt: skip
     return 0
 

@@ -5,6 +5,7 @@ several-process server counts exactly what the server's metrics count."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import threading
@@ -257,6 +258,53 @@ def test_a_dead_http_worker_is_replaced_and_a_crash_loop_stops_the_server(model,
         assert "Traceback" not in "\n".join(srv.log)
     finally:
         srv.stop()
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to split"
+)
+def test_model_cpus_keeps_the_model_process_apart_from_the_http_workers_and_their_replacements(model, image):
+    """--model-cpus 1 with two workers: every thread of the model process on the first allowed CPU, every thread
+    of each HTTP worker on the others, a replaced worker too; the start-up line says so; requests are answered."""
+    import psutil
+
+    cpus = sorted(os.sched_getaffinity(0))
+    rest = set(cpus[1:])
+    srv = start_server(model, "--workers", "2", "--model-cpus", "1")
+    try:
+        assert srv.wait_log(f"model process on CPUs {cpus[0]}, HTTP processes on", timeout=30), srv.log
+        assert _affinities(srv.proc.pid) == [{cpus[0]}]
+        first = _http_workers(srv)
+        assert len(first) == 2
+        assert [_affinities(w.pid) for w in first] == [[rest], [rest]]
+        assert post_image(srv.url, image.read_bytes())[0] == 200
+        first[0].kill()
+        assert srv.wait_log("exited with code -9; started a new one", timeout=60), srv.log
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(now := _http_workers(srv)) < 2:
+            time.sleep(0.1)
+        new = [w for w in now if w.pid != first[1].pid]
+        assert len(new) == 1
+        while time.monotonic() < deadline and _affinities(new[0].pid) != [rest]:  # it pins itself as it starts
+            time.sleep(0.05)
+        assert _affinities(new[0].pid) == [rest]
+        assert [post_image(srv.url, image.read_bytes())[0] for _ in range(10)] == [200] * 10
+        assert psutil.Process(srv.proc.pid).cpu_affinity() == [cpus[0]]
+    finally:
+        srv.stop()
+
+
+def _affinities(pid: int) -> list[set[int]]:
+    """The distinct CPU sets of a process's threads (one that ends meanwhile is skipped)."""
+    out: list[set[int]] = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            cpus = os.sched_getaffinity(int(tid))
+        except ProcessLookupError:
+            continue
+        if cpus not in out:
+            out.append(cpus)
+    return out
 
 
 def test_a_ctrl_c_heard_by_the_http_workers_leaves_the_drain_to_the_server(model, image):

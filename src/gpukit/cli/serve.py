@@ -56,6 +56,12 @@ def _serve_command(
     ),
     engine: str | None = engine_option(),
     gate_images: Path | None = gate_option(),
+    model_cpus: str = typer.Option(
+        "auto",
+        "--model-cpus",
+        help="CPUs the model process keeps to itself, the HTTP workers taking the others (--workers 2 or more);"
+        " 0: leave placement to the system; auto: 4 on CUDA when there are CPUs enough.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No once-a-second throughput line."),
 ) -> int:
     """Serve the trained model over HTTP: POST /v1/predict, /metrics, /docs, an upload page at /."""
@@ -86,6 +92,7 @@ def _serve_command(
         decode=decode,
         engine=engine,
         gate_images=gate_images,
+        model_cpus=_model_cpus(model_cpus),
     )
     config = resolve_auto(config.validate())  # a decoder that is not installed fails here, before any process
     from gpukit.serve.model import model_info
@@ -106,7 +113,8 @@ def _serve_command(
             out.print(line, soft_wrap=True, markup=False)
         out.print(
             f"batching: max {s.max_batch}, wait {s.max_wait_ms:g} ms, queue {s.queue_size}; "
-            f"HTTP processes {s.workers}; decode {s.decode}; API key {s.api_key}",
+            f"HTTP processes {s.workers}; decode {s.decode}; API key {s.api_key}"
+            f"{f'; {s.cpus}' if s.cpus else ''}",
             soft_wrap=True,
             markup=False,
         )
@@ -134,6 +142,15 @@ def _serve_command(
     end = run(config, started, None if quiet else tick, notice)
     render.err_console.print(_summary(end), soft_wrap=True, markup=False)
     return 0
+
+
+def _model_cpus(text: str) -> int | None:
+    if text == "auto":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"--model-cpus {text!r}: a number of CPUs or auto", hint="--model-cpus 4") from None
 
 
 def _loopback(host: str) -> bool:

@@ -25,11 +25,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpukit.errors import ConfigError, ServeError
-from gpukit.serve.config import ServeConfig, resolve_auto
+from gpukit.serve.config import ServeConfig, resolve_auto, uses_cuda
+from gpukit.serve.cpus import Split, pin_process, plan, usable_cpus
 from gpukit.serve.cuda_env import set_cuda_queues
 from gpukit.serve.listen import (
     SharedListener,
@@ -62,6 +63,7 @@ class Started:
     warmup_s: float
     engine: dict[str, Any] | None = None  # ``EngineChoice.to_dict()``: the engine serving, its gate, why it won
     decode: str = "pil"  # where JPEGs are decoded (``--decode``, ``auto`` resolved)
+    cpus: str = ""  # where the processes run when the server split its CPUs (``cpus.Split.describe``), else ""
 
 
 @dataclass
@@ -187,6 +189,7 @@ def _run_many(
     on_tick: Callable[[Tick], None] | None,
     on_notice: Callable[[str], None],
 ) -> Stopped:
+    split = plan(config.model_cpus, config.workers, uses_cuda(config.device), usable_cpus())  # bad: before any start
     metrics_dir = tempfile.mkdtemp(prefix="gpukit-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # before prometheus_client is imported, here and in workers
     sock = listen_socket(config.host, config.port)  # every HTTP worker accepts from this one
@@ -197,13 +200,16 @@ def _run_many(
         from gpukit.serve.metrics import Metrics
 
         sys.setswitchinterval(0.0005)  # many pipe threads and one batcher here: hand the GIL over sooner than 5 ms
-        engine = start_engine(config, Metrics(multiprocess=True))
-        fleet = _Fleet(config, engine, sock)
+        engine = start_engine(config, Metrics(multiprocess=True))  # a compile at start still has every CPU
+        if split is not None:
+            pin_process(split.model)  # the workers started below place themselves (worker_main)
+        fleet = _Fleet(config, engine, sock, split)
         stopping = _stop_on_signals()
         fleet.start()
         runner = engine.runner
         url = f"http://{config.host}:{config.port}"
-        on_started(_started(config, url, runner.info, runner.device, config.workers, key_state, runner.warmup_s))
+        started = _started(config, url, runner.info, runner.device, config.workers, key_state, runner.warmup_s)
+        on_started(replace(started, cpus=split.describe() if split else ""))
         stop_ticks = _ticker(lambda: (engine.batcher.stats, engine.batcher.depth), on_tick)
         fleet.supervise(stopping, on_notice)
         stop_ticks.set()
@@ -234,12 +240,13 @@ def _stop_on_signals() -> threading.Event:
 class _Fleet:
     """The HTTP worker processes of a several-process server, each on its own pipe to the engine's batcher."""
 
-    def __init__(self, config: ServeConfig, engine: Any, sock: socket.socket) -> None:
+    def __init__(self, config: ServeConfig, engine: Any, sock: socket.socket, split: Split | None = None) -> None:
         import multiprocessing as mp
 
         from gpukit.serve.ipc import PipeHub
 
         self.config, self.engine, self.sock = config, engine, sock
+        self.cpus = split.workers if split else None
         self.ctx = mp.get_context("spawn")
         self.open = self.ctx.RawArray("i", [-1] * config.workers)  # each worker's open connections (Acceptor)
         self.all_up = self.ctx.RawValue("b", 0)  # 1 once every worker accepted at the start: readyz may say ready
@@ -252,7 +259,8 @@ class _Fleet:
         from gpukit.serve.worker import worker_main
 
         parent, child = self.ctx.Pipe(duplex=True)
-        args = (self.config, self.engine.runner.info, child, SharedListener(self.sock, self.open, i, self.all_up))
+        share = SharedListener(self.sock, self.open, i, self.all_up)
+        args = (self.config, self.engine.runner.info, child, share, self.cpus)
         proc = self.ctx.Process(target=worker_main, args=args, name=f"gpukit-http-{i}")
         proc.start()
         child.close()

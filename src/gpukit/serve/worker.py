@@ -14,6 +14,7 @@ from dataclasses import asdict
 from multiprocessing.connection import Connection
 
 from gpukit.serve.config import ServeConfig
+from gpukit.serve.cpus import pin_process
 from gpukit.serve.decode import warm_decoder
 from gpukit.serve.listen import SharedListener
 from gpukit.serve.model import ModelInfo
@@ -23,7 +24,12 @@ __all__ = ["MODEL_GONE_EXIT", "worker_main"]
 MODEL_GONE_EXIT = 3
 
 
-def worker_main(config: ServeConfig, info: ModelInfo, conn: Connection, share: SharedListener) -> None:
+def worker_main(
+    config: ServeConfig, info: ModelInfo, conn: Connection, share: SharedListener, cpus: tuple[int, ...] | None = None
+) -> None:
+    """``cpus``: where this process runs when the server split its CPUs (``gpukit.serve.cpus``)."""
+    if cpus is not None:
+        pin_process(cpus)  # first: the threads started below inherit it
     from gpukit.serve.app import build_app
     from gpukit.serve.core import Core
     from gpukit.serve.ipc import PipeClient
