@@ -7,14 +7,16 @@ thread of the server ran: its CPU share over the loaded window and the CPUs the 
 (``/proc/<pid>/task/<tid>/stat``, sampled every 0.25 s), with the model process's thread names from ``py-spy dump``
 (``SERVE_PYSPY``, optional). Also the host's topology: which CPUs share a core, NUMA nodes, the GPU's CPU affinity.
 Each round places the processes one way (``--order``, in turns):
-- ``auto``: as `gpukit serve` places them itself (``--model-cpus`` left out: ``gpukit.serve.cpus``);
-- ``free``: ``--model-cpus 0``, the kernel's choice;
-- ``split``: ``--model-cpus 0``, then the model process's threads on the first ``--model-cpus`` CPUs, the HTTP
-  workers and the load generator on the rest (``sched_setaffinity`` on every thread, once the server is ready);
-- ``nice``: ``--model-cpus 0``, then the HTTP workers' threads at nice +5.
+- ``pinned``: `gpukit serve --model-cpus M` (M: this script's ``--model-cpus``) places them itself
+  (``gpukit.serve.cpus``); the load generator goes where the kernel puts it. (Its JSON of 2026-12-06 says ``auto``:
+  then the default, which chose 4 on those hosts, as each round's log line says.)
+- ``free``: no ``--model-cpus``, the kernel's choice;
+- ``split``: the model process's threads on the first M CPUs, the HTTP workers and the load generator on the rest
+  (``sched_setaffinity`` on every thread from here, once the server is ready);
+- ``nice``: the HTTP workers' threads at nice +5.
 With ``.deb/usr/bin/wrk`` present, wrk loads each server too, right after ``gpukit loadtest``.
     python3 benchmarks/scripts/serve_placement_probe.py --out /tmp/r/placement --order "free split nice" --budget-s 180
-    python3 benchmarks/scripts/serve_placement_probe.py --out /tmp/r/seed --model seed --order "auto free auto free"
+    python3 benchmarks/scripts/serve_placement_probe.py --out /tmp/r/seed --model seed --order "pinned free pinned free"
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def place(mode: str, pid: int, model_cpus: int) -> dict:
 
 
 def one_round(model: Path, images: Path, duration: float, mode: str, model_cpus: int, seed: bool) -> dict:
-    extra = [] if mode == "auto" else ["--model-cpus", "0"]
+    extra = ["--model-cpus", str(model_cpus)] if mode == "pinned" else []
     if seed:
         server, clients = sh.gpukit_server(model, "cuda", 8, 64, False, "pil", extra), 64
     else:
@@ -120,7 +122,8 @@ def one_round(model: Path, images: Path, duration: float, mode: str, model_cpus:
         n = hist1.get("count", 0.0) - hist0.get("count", 0.0)
         t = result.get("server_timing_mean_ms", {})
         return {"mode": mode, "placed": result.get("placed"),
-                "rps": result.get("throughput_rps"), "p99_ms": result.get("latency_ms", {}).get("p99"),
+                "rps": result.get("throughput_rps"), "ok_rps": result.get("ok_rps"), "statuses": result.get("statuses"),
+                "p99_ms": result.get("latency_ms", {}).get("p99"),
                 "mean_batch": (hist1.get("sum", 0.0) - hist0.get("sum", 0.0)) / n if n else None,
                 "stages_ms": {k: round(v, 2) for k, v in t.items()},
                 "wrk": {k: v for k, v in (wrk or {}).items() if k != "stdout_tail"} or None,
@@ -136,7 +139,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--order", default="free split nice free split nice", help="one placement a round, in turns")
     p.add_argument("--model", choices=("resnet", "seed"), default="resnet")
-    p.add_argument("--model-cpus", type=int, default=4, help="CPUs the model process gets in a split round")
+    p.add_argument("--model-cpus", type=int, default=4, help="CPUs the model process gets in a pinned or split round")
     p.add_argument("--duration", type=float, default=7.0)
     p.add_argument("--budget-s", type=float, default=180.0, help="no round starts after this many seconds")
     a = p.parse_args()

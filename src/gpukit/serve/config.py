@@ -9,7 +9,7 @@ from gpukit.errors import ConfigError
 from gpukit.serve.decode import nvimgcodec_unavailable
 from gpukit.serve.engines import ENGINES
 
-__all__ = ["BATCH_DECODERS", "CUDA_ENGINE", "DECODERS", "PIL_SIDE", "ServeConfig", "resolve_auto", "uses_cuda"]
+__all__ = ["BATCH_DECODERS", "CUDA_ENGINE", "DECODERS", "PIL_SIDE", "ServeConfig", "resolve_auto"]
 
 # --decode values whose JPEGs the model process decodes per batch (pil: Pillow in the HTTP processes)
 BATCH_DECODERS = ("nvjpeg", "nvimgcodec", "nvimgcodec-hw")
@@ -48,8 +48,8 @@ class ServeConfig:
     engine: str | None = None  # auto, eager, compile, tensorrt (gpukit.serve.engines); None: CUDA_ENGINE on CUDA,
     # eager on a CPU (``resolve_auto``)
     gate_images: Path | None = None  # the accuracy gate's images (else the run's validation split, else synthetic)
-    model_cpus: int | None = None  # CPUs the model process keeps to itself, the HTTP workers take the rest;
-    # None: auto, 0: no split (gpukit.serve.cpus)
+    model_cpus: int = 0  # CPUs the model process keeps to itself, the HTTP workers taking the rest; 0: the system
+    # places them (gpukit.serve.cpus)
 
     def validate(self) -> ServeConfig:
         checks = [
@@ -63,7 +63,7 @@ class ServeConfig:
             (1 <= self.decode_memory_mb <= 1024 * 1024, "--decode-memory-mb must be in [1, 1048576]"),
             (0 <= self.decode_threads <= 256, "--decode-threads must be in 0..256"),
             (0 <= self.port <= 65535, "--port must be in 0..65535"),
-            (self.model_cpus is None or 0 <= self.model_cpus <= 4096, "--model-cpus must be auto or in 0..4096"),
+            (0 <= self.model_cpus <= 4096, "--model-cpus must be in 0..4096"),
             (self.amp in ("off", "bf16"), "--amp must be off or bf16"),
             (self.decode in DECODERS, f"--decode must be one of {', '.join(DECODERS)}"),
             (self.engine in (None, *ENGINES), f"--engine must be one of {', '.join(ENGINES)}"),
@@ -104,7 +104,7 @@ def resolve_auto(config: ServeConfig) -> ServeConfig:
     A named nvImageCodec decoder that is not installed is a ``ConfigError``."""
     if config.decode.startswith("nvimgcodec") and (why := nvimgcodec_unavailable()):
         raise ConfigError(f"--decode {config.decode}: {why}", hint="or --decode nvjpeg / pil")
-    cuda = (config.engine is None or config.decode == "auto") and uses_cuda(config.device)
+    cuda = (config.engine is None or config.decode == "auto") and _cuda(config.device)
     if config.engine is None:
         config = replace(config, engine=CUDA_ENGINE if cuda else "eager")
     if config.decode == "auto":
@@ -124,7 +124,7 @@ def _input_side(model: Path) -> int | None:
         return None
 
 
-def uses_cuda(device: str) -> bool:
+def _cuda(device: str) -> bool:
     if device.startswith("cuda"):
         return True
     if device == "cpu":

@@ -1,17 +1,19 @@
-"""Which CPUs the processes of a several-process server run on (``--model-cpus``): the model process keeps a few
-to itself, the HTTP workers share the others.
+"""Which CPUs the processes of a several-process server run on (``--model-cpus N``): the model process keeps N to
+itself, the HTTP workers share the others. 0 (the default) leaves placement to the system.
 
 A ResNet-50 server on CUDA is paced by two threads of the model process: the one preparing batches (nvJPEG's host
-work for each batch) and the one running them, which spins while it waits for the GPU. Left to the kernel on a busy
-host they shared CPUs with each other, with the HTTP workers and with a load generator: on one H100 host with 16
-CPUs and the load generator beside the server, a batch of about 70 images took 7.0-9.0 ms to prepare and the server
-answered 9,106-10,034 req/s; with the model process's threads on 4 CPUs of their own, 5.4-5.6 ms and 11,013-11,312
-(benchmarks/serve-placement_h100_2026-12-06.md). Nicing the workers instead did nothing (9,947).
+work for each batch) and the one running them, which spins while it waits for the GPU. On a host whose CPUs are all
+busy, the kernel put them on CPUs shared with each other and with other processes. Measured on an H100 host with 16
+CPUs, 8 HTTP workers and `gpukit loadtest` (8 Python processes) on the same host, in turns
+(benchmarks/serve-placement_h100_2026-12-06.md): with ``--model-cpus 4`` a batch of about 70 took 5.1-6.0 ms to
+prepare against 7.2-8.8 ms, and the server answered 10,586-11,815 req/s against 9,351-9,939. With wrk (4 threads in
+C) as the load beside it, the two placements served the same within their spread (10,732-11,201 against
+10,360-12,021), and so did the seed CNN with either generator. So it helps where something else keeps the host's
+CPUs busy, and it is not the default: placing by itself, every server on a host with one server per GPU would take the
+same first CPUs.
 
-``auto`` splits on CUDA with at least 2 HTTP workers when the CPUs this process may use (its affinity: a cpuset,
-``taskset``) number at least the workers plus ``MODEL_CPUS``: the first ``MODEL_CPUS`` of them for the model
-process, the rest for the workers. Otherwise it does not split: one process serving; a CPU device (its forward pass
-wants every core); too few CPUs to leave each worker one. ``--model-cpus N`` splits with N, ``0`` never.
+The N CPUs are the first N of those this process may use (its affinity: start it under ``taskset`` or in a cpuset to
+choose which, e.g. the GPU's NUMA node).
 """
 
 from __future__ import annotations
@@ -23,9 +25,7 @@ from dataclasses import dataclass
 
 from gpukit.errors import ConfigError
 
-__all__ = ["MODEL_CPUS", "Split", "pin_process", "plan", "usable_cpus"]
-
-MODEL_CPUS = 4  # the preparing and executing threads, the pipes' reader, the replies' writer
+__all__ = ["Split", "pin_process", "plan", "usable_cpus"]
 
 
 @dataclass(frozen=True)
@@ -44,12 +44,8 @@ def usable_cpus() -> tuple[int, ...] | None:
     return tuple(sorted(os.sched_getaffinity(0)))
 
 
-def plan(requested: int | None, workers: int, cuda: bool, cpus: Sequence[int] | None) -> Split | None:
-    """The split for ``--model-cpus`` (None: auto, see the module's doc), or None for none."""
-    if requested is None:  # auto
-        if workers < 2 or not cuda or cpus is None or len(cpus) < workers + MODEL_CPUS:
-            return None
-        requested = MODEL_CPUS
+def plan(requested: int, workers: int, cpus: Sequence[int] | None) -> Split | None:
+    """The split for ``--model-cpus requested``, or None for none (0)."""
     if requested == 0:
         return None
     if workers < 2:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpukit.errors import ConfigError, ServeError
-from gpukit.serve.config import ServeConfig, resolve_auto, uses_cuda
+from gpukit.serve.config import ServeConfig, resolve_auto
 from gpukit.serve.cpus import Split, pin_process, plan, usable_cpus
 from gpukit.serve.cuda_env import set_cuda_queues
 from gpukit.serve.listen import (
@@ -189,7 +189,7 @@ def _run_many(
     on_tick: Callable[[Tick], None] | None,
     on_notice: Callable[[str], None],
 ) -> Stopped:
-    split = plan(config.model_cpus, config.workers, uses_cuda(config.device), usable_cpus())  # bad: before any start
+    split = plan(config.model_cpus, config.workers, usable_cpus())  # an impossible one fails before any start
     metrics_dir = tempfile.mkdtemp(prefix="gpukit-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # before prometheus_client is imported, here and in workers
     sock = listen_socket(config.host, config.port)  # every HTTP worker accepts from this one

@@ -9,35 +9,20 @@ import sys
 import pytest
 
 from gpukit.errors import ConfigError
-from gpukit.serve.cpus import MODEL_CPUS, Split, pin_process, plan
+from gpukit.serve.cpus import Split, pin_process, plan
 
 SIXTEEN = tuple(range(16))
 
 
-def test_auto_splits_on_cuda_when_every_worker_keeps_a_cpu():
-    split = plan(None, 8, True, SIXTEEN)
-    assert split == Split(tuple(range(MODEL_CPUS)), tuple(range(MODEL_CPUS, 16)))
+def test_a_count_takes_the_first_allowed_cpus_and_zero_splits_nothing():
+    split = plan(4, 8, SIXTEEN)
+    assert split == Split((0, 1, 2, 3), tuple(range(4, 16)))
     assert split.describe() == "model process on CPUs 0-3, HTTP processes on 4-15"
-    assert plan(None, 12, True, SIXTEEN) is not None  # 12 workers + 4 = 16: still one CPU each
-
-
-@pytest.mark.parametrize(
-    ("workers", "cuda", "cpus", "why"),
-    [
-        (8, False, SIXTEEN, "a CPU device: its forward pass wants every core"),
-        (1, True, SIXTEEN, "one process: nothing to split"),
-        (13, True, SIXTEEN, "13 workers + 4 > 16 CPUs"),
-        (8, True, None, "the system cannot say"),
-    ],
-)
-def test_auto_leaves_placement_to_the_system(workers, cuda, cpus, why):
-    assert plan(None, workers, cuda, cpus) is None, why
-
-
-def test_an_explicit_count_splits_wherever_it_can_and_zero_never():
-    assert plan(2, 4, False, (3, 5, 6, 7, 9)) == Split((3, 5), (6, 7, 9))  # the allowed CPUs, not 0..n
+    assert plan(2, 4, (3, 5, 6, 7, 9)) == Split((3, 5), (6, 7, 9))  # the allowed CPUs (a cpuset), not 0..n
     assert Split((3, 5), (6, 7, 9)).describe() == "model process on CPUs 3,5, HTTP processes on 6-7,9"
-    assert plan(0, 8, True, SIXTEEN) is None
+    assert plan(15, 2, SIXTEEN) == Split(tuple(range(15)), (15,))  # the workers may share one
+    assert plan(0, 8, SIXTEEN) is None
+    assert plan(0, 1, None) is None  # the default asks nothing of the system
 
 
 @pytest.mark.parametrize(
@@ -50,7 +35,7 @@ def test_an_explicit_count_splits_wherever_it_can_and_zero_never():
 )
 def test_an_impossible_count_is_a_config_error(requested, workers, cpus, words):
     with pytest.raises(ConfigError) as info:
-        plan(requested, workers, True, cpus)
+        plan(requested, workers, cpus)
     text = f"{info.value} hint: {info.value.hint}"
     assert info.value.hint and all(w in text for w in words), text
 

@@ -29,8 +29,7 @@ def test_serve_bad_input(run_cli, tmp_path: Path):
     model = make_checkpoint(tmp_path / "run")
     _bad(run_cli("serve", str(model), "--workers", "0"), "--workers")
     _bad(run_cli("serve", str(model), "--amp", "fp8"), "--amp")
-    _bad(run_cli("serve", str(model), "--model-cpus", "four"), "--model-cpus 'four'", "hint:")
-    _bad(run_cli("serve", str(model), "--model-cpus", "-1"), "--model-cpus must be auto or in 0..4096")
+    _bad(run_cli("serve", str(model), "--model-cpus", "-1"), "--model-cpus must be in 0..4096")
     _bad(run_cli("serve", str(model), "--api-key-env", "GPUKIT_SURELY_UNSET_VAR", "--port", "0"), "hint:")
 
 
