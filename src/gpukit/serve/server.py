@@ -96,9 +96,10 @@ def run(
     set_cuda_queues(config.device)  # this is the model process: before CUDA starts here (gpukit.serve.cuda_env)
     config = resolve_auto(config.validate())
     key_state = _api_key_state(config)
+    split = plan(config.model_cpus, config.workers, usable_cpus())  # an impossible one fails before any start
     if config.workers == 1:
         return _run_one(config, key_state, on_started, on_tick)
-    return _run_many(config, key_state, on_started, on_tick, on_notice or (lambda _m: None))
+    return _run_many(config, key_state, on_started, on_tick, on_notice or (lambda _m: None), split)
 
 
 def _ticker(stats_of: Callable[[], tuple[Any, int]], on_tick: Callable[[Tick], None] | None) -> threading.Event:
@@ -188,8 +189,8 @@ def _run_many(
     on_started: Callable[[Started], None],
     on_tick: Callable[[Tick], None] | None,
     on_notice: Callable[[str], None],
+    split: Split | None = None,
 ) -> Stopped:
-    split = plan(config.model_cpus, config.workers, usable_cpus())  # an impossible one fails before any start
     metrics_dir = tempfile.mkdtemp(prefix="gpukit-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # before prometheus_client is imported, here and in workers
     sock = listen_socket(config.host, config.port)  # every HTTP worker accepts from this one
