@@ -9,7 +9,9 @@
 # (gpukit only, wrk beside) with a longer batch wait and more HTTP workers against the default, alternating twice:
 # on hosts with slow cores its batches split (benchmarks/serve-headline_2026-12-06.md); KNOBS and ROUNDS choose
 # the option sets and how often; "loadgen" the load generator's own CPU a request (loadgen_cpu.py), LOADGEN_OLD's
-# src folder against this tree's. SEED_ONLY: the seed part's points (serve_h200.py --only).
+# src folder against this tree's. SEED_ONLY: the seed part's points (serve_h200.py --only). "starts": the ResNet-50
+# server started again STARTS times (serve_placement_probe.py: gpukit loadtest, then wrk, per start; default
+# "free free free", "pinned" for --model-cpus 4), for the spread between starts; after "resnet", from its cache.
 # wrk: the Debian packages wrk, libluajit-5.1-2 and libluajit-5.1-common as .deb files in .deb/ (unpacked there).
 set -u
 cd "$(dirname "$0")/../.."
@@ -32,6 +34,12 @@ fi
 if part resnet; then
 echo "== resnet compile $(date +%T)"
 GPUKIT_SERVE_ENGINE=compile SERVE_READY_S=300 timeout 420 python3 benchmarks/scripts/serve_h200.py --out $R/res --only resnet/gpukit-nvjpeg,resnet/litserve-w1,resnet/litserve-w2 2>&1 | grep -v "^ *$" | tail -12; save
+fi
+if part starts; then
+  echo "== resnet starts $(date +%T)"
+  SERVE_KEEP_WORK=1 GPUKIT_SERVE_ENGINE=compile SERVE_READY_S=300 timeout 330 python3 \
+    benchmarks/scripts/serve_placement_probe.py --out $R/starts --order "${STARTS:-free free free}" --budget-s 240 \
+    2>&1 | cut -c1-160; save
 fi
 if part restart; then
 echo "== cached compile restart $(date +%T)"
