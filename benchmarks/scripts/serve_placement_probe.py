@@ -70,7 +70,7 @@ def names(pid: int) -> dict[int, str]:
 def place(mode: str, pid: int, model_cpus: int) -> dict:
     """Puts the server's threads where ``mode`` says (see the header); returns what it did. The probe itself (and so
     the load generator it starts next) goes on the HTTP workers' CPUs in ``split``."""
-    tids = {int(stat.parent.name): int(stat.parents[2].name) for stat in sh.group_stats(pid, "[0-9]*/task/[0-9]*/stat")}
+    tids = {tid: owner for tid, (owner, *_) in threads(pid).items()}
     cpus = sorted(os.sched_getaffinity(0))
     if mode == "split":
         mine, rest = set(cpus[:model_cpus]), set(cpus[model_cpus:])

@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from gpukit.errors import ConfigError, ServeError
@@ -164,7 +164,14 @@ def _run_one(
 
 
 def _started(
-    config: ServeConfig, url: str, info: Any, device: str | None, workers: int, key_state: str, warmup_s: float
+    config: ServeConfig,
+    url: str,
+    info: Any,
+    device: str | None,
+    workers: int,
+    key_state: str,
+    warmup_s: float,
+    cpus: str = "",
 ) -> Started:
     return Started(
         url,
@@ -180,6 +187,7 @@ def _started(
         warmup_s,
         info.engine,
         config.decode,
+        cpus,
     )
 
 
@@ -209,8 +217,8 @@ def _run_many(
         fleet.start()
         runner = engine.runner
         url = f"http://{config.host}:{config.port}"
-        started = _started(config, url, runner.info, runner.device, config.workers, key_state, runner.warmup_s)
-        on_started(replace(started, cpus=split.describe() if split else ""))
+        cpus = split.describe() if split else ""
+        on_started(_started(config, url, runner.info, runner.device, config.workers, key_state, runner.warmup_s, cpus))
         stop_ticks = _ticker(lambda: (engine.batcher.stats, engine.batcher.depth), on_tick)
         fleet.supervise(stopping, on_notice)
         stop_ticks.set()
