@@ -54,19 +54,36 @@ def _until(cond, timeout: float = 10.0) -> bool:
     return True
 
 
-def test_a_client_that_hangs_up_takes_its_queued_request_out_unrun():
-    gate, ran = threading.Event(), []
+class _HeldRunner:
+    """Records what it prepared and ran, and holds every forward pass until ``gate`` is set."""
 
-    def model(batch: np.ndarray) -> np.ndarray:
-        ran.extend(int(v) for v in batch[:, 0, 0, 0])
-        assert gate.wait(20)
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.prepared: list[int] = []
+        self.ran: list[int] = []
+
+    def prepare(self, items: list[np.ndarray | bytes]) -> np.ndarray:
+        batch = np.stack(items)  # type: ignore[arg-type]
+        self.prepared.extend(int(v) for v in batch[:, 0, 0, 0])
+        return batch
+
+    def execute(self, batch: np.ndarray) -> tuple[np.ndarray, list[str | None]]:
+        self.ran.extend(int(v) for v in batch[:, 0, 0, 0])
+        assert self.gate.wait(20)
         p = batch[:, 0, 0, 0].astype(np.float32) / 255
-        return np.stack([1 - p, p], axis=1)
+        return np.stack([1 - p, p], axis=1), [None] * len(batch)
+
+
+def test_a_client_that_hangs_up_takes_its_queued_request_out_unrun():
+    # PNG bodies are decoded on a thread pool, so requests sent together may reach the queue in any order: each step
+    # waits for its request to be where it must be (running, prepared, queued) before the next is sent
+    runner = _HeldRunner()
+    gate, ran = runner.gate, runner.ran
 
     config = ServeConfig(model=Path("unused"), max_batch=1, max_wait_ms=0, timeout_s=20)
     core = Core(config, Metrics())
     core.info = ModelInfo("seed-cnn", ("a", "b"), 4, "unused")
-    batcher = Batcher(model, 1, 0.0, 64, on_cancel=core.metrics.cancelled.inc)
+    batcher = Batcher(runner, 1, 0.0, 64, on_cancel=core.metrics.cancelled.inc)
     batcher.start()
     core.submitter = batcher
     sock = listen_socket("127.0.0.1", 0)
@@ -76,10 +93,12 @@ def test_a_client_that_hangs_up_takes_its_queued_request_out_unrun():
     thread.start()
     try:
         assert _until(lambda: server.started)
-        clients = {v: _send(port, v) for v in (10, 20)}
-        assert _until(lambda: ran == [10] and batcher.depth == 0)  # 10 runs (held), 20 is prepared
+        clients = {10: _send(port, 10)}
+        assert _until(lambda: ran == [10])  # 10 runs (held)
+        clients[20] = _send(port, 20)
+        assert _until(lambda: runner.prepared == [10, 20] and batcher.depth == 0)  # 20 is prepared, in the hand-off
         clients |= {v: _send(port, v) for v in (30, 40)}
-        assert _until(lambda: batcher.depth == 2)  # 30 and 40 wait in the queue
+        assert _until(lambda: batcher.depth == 2)  # 30 and 40 wait in the queue: the hand-off is full
         for v in (30, 40):  # hang up hard (RST): the server sees the connection lost at once
             clients[v].setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             clients[v].close()
@@ -97,7 +116,7 @@ def test_a_client_that_hangs_up_takes_its_queued_request_out_unrun():
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
             text = r.read().decode()
         assert metric(text, "gpukit_requests_total", 'route="/v1/predict",status="499"') == 2
-        assert ran == [10, 20] and batcher.stats.images == 2  # the cancelled two never ran
+        assert runner.prepared == ran == [10, 20] and batcher.stats.images == 2  # the cancelled two never ran
     finally:
         gate.set()
         server.should_exit = True
