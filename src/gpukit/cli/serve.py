@@ -113,8 +113,7 @@ def _serve_command(
             out.print(line, soft_wrap=True, markup=False)
         out.print(
             f"batching: max {s.max_batch}, wait {s.max_wait_ms:g} ms, queue {s.queue_size}; "
-            f"HTTP processes {s.workers}; decode {s.decode}; API key {s.api_key}"
-            f"{f'; {s.cpus}' if s.cpus else ''}",
+            f"HTTP processes {s.workers}; decode {s.decode}; API key {s.api_key}" + (f"; {s.cpus}" if s.cpus else ""),
             soft_wrap=True,
             markup=False,
         )

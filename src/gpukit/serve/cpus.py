@@ -73,10 +73,10 @@ def pin_process(cpus: Sequence[int]) -> None:
 
 def _ranges(cpus: Sequence[int]) -> str:
     """(0, 1, 2, 5, 7, 8) → "0-2,5,7-8", as ``taskset -c`` writes them."""
-    out: list[str] = []
+    runs: list[list[int]] = []  # [first, last] of each run of consecutive CPUs
     for c in sorted(cpus):
-        if out and c == int(out[-1].rpartition("-")[2]) + 1:
-            out[-1] = f"{out[-1].partition('-')[0]}-{c}"
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
         else:
-            out.append(str(c))
-    return ",".join(out)
+            runs.append([c, c])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

@@ -197,7 +197,7 @@ def _run_many(
     on_started: Callable[[Started], None],
     on_tick: Callable[[Tick], None] | None,
     on_notice: Callable[[str], None],
-    split: Split | None = None,
+    split: Split | None,
 ) -> Stopped:
     metrics_dir = tempfile.mkdtemp(prefix="gpukit-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # before prometheus_client is imported, here and in workers
@@ -249,7 +249,7 @@ def _stop_on_signals() -> threading.Event:
 class _Fleet:
     """The HTTP worker processes of a several-process server, each on its own pipe to the engine's batcher."""
 
-    def __init__(self, config: ServeConfig, engine: Any, sock: socket.socket, split: Split | None = None) -> None:
+    def __init__(self, config: ServeConfig, engine: Any, sock: socket.socket, split: Split | None) -> None:
         import multiprocessing as mp
 
         from gpukit.serve.ipc import PipeHub

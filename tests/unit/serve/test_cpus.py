@@ -62,9 +62,8 @@ stop.set()
     assert out.stdout.split() == [f"[{cpu}]", f"[{cpu}]"]
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux's")
 def test_pin_process_accepts_the_current_affinity_unchanged():
-    if not hasattr(os, "sched_getaffinity"):
-        pytest.skip("CPU affinity is Linux's")
     mine = os.sched_getaffinity(0)
     pin_process(sorted(mine))  # this process's own set: a no-op, no error
     assert os.sched_getaffinity(0) == mine
