@@ -70,7 +70,10 @@ def free_port() -> int:
 
 
 def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{os.environ.get('PYTHONPATH', '')}"}
+    """The servers' and load generators' environment: this tree's ``src`` first (``SERVE_SRC``: another copy of it,
+    for an A/B of one change)."""
+    src = os.environ.get("SERVE_SRC") or str(ROOT / "src")
+    return {**os.environ, "PYTHONPATH": f"{src}:{os.environ.get('PYTHONPATH', '')}"}
 
 
 def make_images(folder: Path, size: int, n: int) -> Path:

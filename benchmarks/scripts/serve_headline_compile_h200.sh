@@ -12,6 +12,8 @@
 # src folder against this tree's. SEED_ONLY: the seed part's points (serve_h200.py --only). "starts": the ResNet-50
 # server started again STARTS times (serve_placement_probe.py: gpukit loadtest, then wrk, per start; default
 # "free free free", "pinned" for --model-cpus 4), for the spread between starts; after "resnet", from its cache.
+# "rows": the same starts with passes of at most 64 rows (GRAPH_ROWS, today's) and 128 (a copy of src with the
+# constant changed, SERVE_SRC), in the order 64 128 128 64, ROWS_S seconds of load each (8).
 # wrk: the Debian packages wrk, libluajit-5.1-2 and libluajit-5.1-common as .deb files in .deb/ (unpacked there).
 set -u
 cd "$(dirname "$0")/../.."
@@ -70,6 +72,19 @@ fi
 if part seed; then
 echo "== seed $(date +%T)"
 timeout 300 python3 benchmarks/scripts/serve_h200.py --out $R/seed --only ${SEED_ONLY:-seed/gpukit,seed/gpukit-wide,seed/litserve-w2,seed/litserve-w1} 2>&1 | grep -v "^ *$" | tail -12; save
+fi
+if part rows; then  # passes of 64 rows (GRAPH_ROWS today) against 128, ResNet-50 compile, A B B A, from its cache
+  rm -rf /tmp/src128 && cp -r src /tmp/src128
+  sed -i 's/^GRAPH_ROWS = 64 /GRAPH_ROWS = 128 /' /tmp/src128/gpukit/serve/model.py
+  if grep -q "^GRAPH_ROWS = 128 " /tmp/src128/gpukit/serve/model.py; then
+    for v in 64-1 128-1 128-2 64-2; do
+      echo "== rows $v $(date +%T)"
+      src=$PWD/src; [ "${v%-*}" = 128 ] && src=/tmp/src128
+      SERVE_SRC=$src SERVE_KEEP_WORK=1 GPUKIT_SERVE_ENGINE=compile SERVE_READY_S=300 timeout 200 python3 \
+        benchmarks/scripts/serve_placement_probe.py --out $R/rows/$v --order free --duration ${ROWS_S:-8} \
+        2>&1 | cut -c1-160; save
+    done
+  else echo "rows: GRAPH_ROWS = 64 not found in serve/model.py"; fi
 fi
 if part loadgen; then  # the load generator's own CPU a request: LOADGEN_OLD (a gpukit src folder) against this tree
   echo "== loadgen $(date +%T)"
