@@ -8,7 +8,8 @@ runs as several forward passes of at most that many rows, one after the other on
 JPEG decode runs beside the forward, and beside one pass over 128 or 256 rows it waited behind the forward's long
 kernels (ResNet-50 on an H200: preparing 128 JPEGs took 7.8 ms alone and 18.4 ms beside a batch-128 forward, 256 took
 17.6 and 119 ms; beside a batch-64 forward 4.9 ms against 4.4: ``benchmarks/scripts/serve_pipeline_probe.py``,
-2026-12-01).
+2026-12-01). Measured again over HTTP once the results were copied through pinned memory, 128 rows a pass served no
+more than 64 and the preparation grew beside the longer passes (``benchmarks/serve-rows_h100_2026-12-06.md``).
 ``cudnn.benchmark`` stays off: it would autotune every new shape under a dynamic batcher (MEASURING.md rule 9).
 On a CPU device eager batches are not padded (compiled ones are: ``_padded``): ``warm`` runs the same sizes there,
 and a batch of another size pays its first call once, which costs far less than padding every call (ResNet-18,
