@@ -73,7 +73,7 @@ if part seed; then
 echo "== seed $(date +%T)"
 timeout 300 python3 benchmarks/scripts/serve_h200.py --out $R/seed --only ${SEED_ONLY:-seed/gpukit,seed/gpukit-wide,seed/litserve-w2,seed/litserve-w1} 2>&1 | grep -v "^ *$" | tail -12; save
 fi
-if part rows; then  # passes of 64 rows (GRAPH_ROWS today) against 128, ResNet-50 compile, A B B A, from its cache
+if part rows; then  # 64 rows a pass (GRAPH_ROWS today) against 128, ResNet-50 compile, A B B A; each first start builds
   rm -rf /tmp/src128 && cp -r src /tmp/src128
   sed -i 's/^GRAPH_ROWS = 64 /GRAPH_ROWS = 128 /' /tmp/src128/gpukit/serve/model.py
   if grep -q "^GRAPH_ROWS = 128 " /tmp/src128/gpukit/serve/model.py; then
