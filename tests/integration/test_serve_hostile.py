@@ -217,6 +217,41 @@ def _upload(client: str, url: str, body: bytes, key: str) -> int:
         conn.close()
 
 
+def test_pipelined_requests_are_answered_in_order_and_a_client_leaving_them_logs_nothing(model, normal):
+    """HTTP/1.1 pipelining: requests sent back to back on one connection are answered in their order. A client that
+    sends several and leaves: every one still unanswered counts as gone (uvicorn marks only the last one; the
+    earlier one's answer then went to the closed transport, a RuntimeError and a traceback each time)."""
+    body, headers = normal
+    one = b"POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s" % (
+        headers["Content-Type"].encode(), len(body), body)  # fmt: skip
+    srv = start_server(model, "--quiet", "--workers", "1")
+    try:
+        with socket.create_connection(host_port(srv.url), timeout=30) as sock:
+            sock.sendall(one * 3 + b"GET /v1/model HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            data = b""
+            while chunk := sock.recv(1 << 16):
+                data += chunk
+        heads = re.findall(rb"HTTP/1\.1 (\d+) ", data)
+        assert heads == [b"200"] * 4, data[:300]
+        assert data.count(b'"label"') == 3  # three predictions, then the model's page last, as asked
+        assert b'"classes"' in data.split(b"\r\n\r\n")[-1] and b'"label"' not in data.split(b"\r\n\r\n")[-1]
+        for _ in range(20):  # three sent, then gone at once (a half-close is a disconnect to uvicorn)
+            with socket.create_connection(host_port(srv.url)) as sock:
+                sock.sendall(one * 3)
+                sock.shutdown(socket.SHUT_WR)
+        time.sleep(1.0)
+        assert post_image(srv.url, image_bytes("JPEG", size=(64, 48)))[0] == 200
+        text = request(srv.url + "/metrics")[2].decode()
+        gone = metric(text, "gpukit_requests_total", 'route="/v1/predict",status="499"')
+        answered = metric(text, "gpukit_requests_total", 'route="/v1/predict",status="200"')
+        assert metric(text, "gpukit_requests_total", 'route="/v1/predict",status="500"') == 0
+        assert gone >= 1 and 3 + 20 + 1 <= gone + answered <= 3 + 60 + 1
+    finally:
+        assert srv.stop() == 0
+        log = "\n".join(srv.log)
+        assert "Traceback" not in log and "Exception in ASGI application" not in log, srv.log[-30:]
+
+
 def test_sigterm_beside_32_keepalive_clients_resets_none(model, normal):
     from gpukit.serve.config import ServeConfig
     from gpukit.serve.listen import drain_s

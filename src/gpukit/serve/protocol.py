@@ -18,7 +18,10 @@ connection for ever; uvicorn issue #157):
   ``Connection: close``, then the connection is closed cleanly. Busy connections finish their response, then close.
 - **Client gone**: a request whose client disconnected before its answer gets ``scope["gpukit.client_gone"]``, so
   the app counts it as 499, not as answered, and the callbacks the app put in ``scope["gpukit.on_gone"]`` run (on
-  the loop): a request still waiting in the batch queue is taken out of it unrun.
+  the loop): a request still waiting in the batch queue is taken out of it unrun. That holds for every request of
+  the connection still unanswered, also the earlier ones of pipelined requests: uvicorn marks only the last one
+  disconnected, and an earlier one's answer was then written to the closed transport, which uvloop refuses with a
+  RuntimeError (a traceback in the log for each, and the request run in full).
 """
 
 from __future__ import annotations
@@ -122,6 +125,7 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_t0: float | None = None  # when this request's first byte came (None: none in head yet)
         self._timers: list[asyncio.TimerHandle] = []
+        self._earlier: list[Any] = []  # pipelined: requests before ``self.cycle`` not yet answered
         self._wrapped = _Transport(transport, self._linger_close)
         super().connection_made(cast("asyncio.Transport", self._wrapped))
         self.stats.opened += 1
@@ -134,12 +138,14 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
         for timer in [self._head_timer, *self._timers]:
             if timer is not None:
                 timer.cancel()
-        cycle = self.cycle
-        if cycle is not None and not cycle.response_complete:
-            scope = cast("dict[str, Any]", cycle.scope)
-            scope["gpukit.client_gone"] = True
-            for callback in scope.get("gpukit.on_gone", ()):
-                callback()
+        for cycle in [*self._earlier, self.cycle]:
+            if cycle is not None and not cycle.response_complete:
+                scope = cast("dict[str, Any]", cycle.scope)
+                scope["gpukit.client_gone"] = True
+                for callback in scope.get("gpukit.on_gone", ()):
+                    callback()
+                cycle.disconnected = True  # its answer is not written (uvicorn sets it for ``self.cycle`` only)
+                cycle.message_event.set()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -173,7 +179,10 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+        before = self.cycle
         super().on_headers_complete()
+        if before is not None and not before.response_complete and self.cycle is not before:  # pipelined
+            self._earlier.append(before)
         if self._draining and self.cycle is not None:
             self.cycle.keep_alive = False  # answered (503 while draining), then closed
         if self.cycle is not None and not self.pipeline:  # this request's response is the next one written
@@ -181,6 +190,8 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
 
     def on_response_complete(self) -> None:
         self._wrapped.release()  # a head still held (no body was written) leaves now
+        if self._earlier:
+            self._earlier = [cycle for cycle in self._earlier if not cycle.response_complete]
         super().on_response_complete()
 
     def on_message_complete(self) -> None:
