@@ -13,7 +13,8 @@
 # server started again STARTS times (serve_placement_probe.py: gpukit loadtest, then wrk, per start; default
 # "free free free", "pinned" for --model-cpus 4), for the spread between starts; after "resnet", from its cache.
 # "rows": the same starts with passes of at most 64 rows (GRAPH_ROWS, today's) and 128 (a copy of src with the
-# constant changed, SERVE_SRC), in the order 64 128 128 64, ROWS_S seconds of load each (8).
+# constant changed, SERVE_SRC), in the order 64 128 128 64, AB_S seconds of load each (8). "nap": the same with the
+# executor's nap before its GPU wait (today's) against a spin through all of it (SPIN_TAIL_S = 1e9).
 # wrk: the Debian packages wrk, libluajit-5.1-2 and libluajit-5.1-common as .deb files in .deb/ (unpacked there).
 set -u
 cd "$(dirname "$0")/../.."
@@ -73,19 +74,21 @@ if part seed; then
 echo "== seed $(date +%T)"
 timeout 300 python3 benchmarks/scripts/serve_h200.py --out $R/seed --only ${SEED_ONLY:-seed/gpukit,seed/gpukit-wide,seed/litserve-w2,seed/litserve-w1} 2>&1 | grep -v "^ *$" | tail -12; save
 fi
-if part rows; then  # 64 rows a pass (GRAPH_ROWS today) against 128, ResNet-50 compile, A B B A; each first start builds
-  rm -rf /tmp/src128 && cp -r src /tmp/src128
-  sed -i 's/^GRAPH_ROWS = 64 /GRAPH_ROWS = 128 /' /tmp/src128/gpukit/serve/model.py
-  if grep -q "^GRAPH_ROWS = 128 " /tmp/src128/gpukit/serve/model.py; then
-    for v in 64-1 128-1 128-2 64-2; do
-      echo "== rows $v $(date +%T)"
-      src=$PWD/src; [ "${v%-*}" = 128 ] && src=/tmp/src128
-      SERVE_SRC=$src SERVE_KEEP_WORK=1 GPUKIT_SERVE_ENGINE=compile SERVE_READY_S=300 timeout 200 python3 \
-        benchmarks/scripts/serve_placement_probe.py --out $R/rows/$v --order free --duration ${ROWS_S:-8} \
-        2>&1 | cut -c1-160; save
-    done
-  else echo "rows: GRAPH_ROWS = 64 not found in serve/model.py"; fi
-fi
+# A/B of one constant of src, ResNet-50 compile, rounds A B B A: ab NAME 'sed expression' — B is a copy of src with
+# the expression applied (SERVE_SRC); each round is one start, AB_S seconds of gpukit loadtest then of wrk (8)
+ab() {
+  rm -rf /tmp/src-$1 && cp -r src /tmp/src-$1 && sed -i "$2" /tmp/src-$1/gpukit/serve/model.py
+  if cmp -s src/gpukit/serve/model.py /tmp/src-$1/gpukit/serve/model.py; then echo "$1: '$2' changed nothing"; return; fi
+  for v in a-1 b-1 b-2 a-2; do
+    echo "== $1 $v $(date +%T)"
+    src=$PWD/src; [ "${v%-*}" = b ] && src=/tmp/src-$1
+    SERVE_SRC=$src SERVE_KEEP_WORK=1 GPUKIT_SERVE_ENGINE=compile SERVE_READY_S=300 timeout 200 python3 \
+      benchmarks/scripts/serve_placement_probe.py --out $R/$1/$v --order free --duration ${AB_S:-8} \
+      2>&1 | cut -c1-160; save
+  done
+}
+part rows && ab rows 's/^GRAPH_ROWS = 64 /GRAPH_ROWS = 128 /'  # a: 64 rows a pass (today), b: 128
+part nap && ab nap 's/^SPIN_TAIL_S = 0.001 /SPIN_TAIL_S = 1e9 /'  # a: nap, then spin the last 1 ms; b: spin it all
 if part loadgen; then  # the load generator's own CPU a request: LOADGEN_OLD (a gpukit src folder) against this tree
   echo "== loadgen $(date +%T)"
   timeout 120 python3 benchmarks/scripts/loadgen_cpu.py --src old=${LOADGEN_OLD:-src} --src new=src --rounds 3 \

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
-from gpukit.serve.model import GRAPH_ROWS, ModelRunner  # noqa: E402
+from gpukit.serve.model import GRAPH_ROWS, GpuWait, ModelRunner  # noqa: E402
 
 
 def test_a_batch_of_several_passes_matches_one_eager_pass(ckpt: Path) -> None:
@@ -62,6 +62,26 @@ def test_one_pass_batches_of_every_size_match_one_eager_pass(ckpt: Path) -> None
         assert probs.shape == (n, 3) and errors == [None] * n
         diff = float(np.abs(probs - ref[start : start + n]).max())
         assert diff < 1e-2, f"batch {n}: max |diff| {diff:.2e}"
+
+
+def test_napping_through_the_forward_pass_reads_every_row_only_once_it_is_done(ckpt: Path) -> None:
+    """The executing thread sleeps before it waits on the stream (``GpuWait``); with no tail spun at all, and naps
+    as short as the GPU allows, every batch still reads its own finished rows."""
+    from gpukit.train.augment import to_float
+    from gpukit.train.predict import load_model, probabilities
+
+    rng = np.random.default_rng(5)
+    images = [rng.integers(0, 256, (3, 64, 64), dtype=np.uint8) for _ in range(2 * GRAPH_ROWS)]
+    runner = ModelRunner(ckpt, "cuda", max_batch=2 * GRAPH_ROWS, amp="off", cuda_graphs=True)
+    runner.gpu_wait = GpuWait(tail_s=0.0, min_nap_s=0.0)
+    loaded = load_model(ckpt, "cuda")
+    with torch.inference_mode():
+        ref = probabilities(loaded.net.eval()(to_float(torch.from_numpy(np.stack(images)).cuda()))).cpu().numpy()
+    for n in (2 * GRAPH_ROWS, 3, GRAPH_ROWS, 2 * GRAPH_ROWS, 40, 2 * GRAPH_ROWS - 5) * 3:
+        probs, _ = runner.run_items(images[:n])  # type: ignore[arg-type]
+        diff = float(np.abs(probs - ref[:n]).max())
+        assert diff < 1e-2, f"batch {n}: max |diff| {diff:.2e}"
+    assert runner.gpu_wait.naps > 0 and set(runner.gpu_wait.expected_s) == {2 * GRAPH_ROWS, GRAPH_ROWS, 48, 4}
 
 
 @pytest.mark.parametrize("kind", ["nvjpeg", "nvimgcodec", "nvimgcodec-hw"])

@@ -36,11 +36,21 @@ back-to-back forward passes took as long as one pass (ResNet-50 on an H100: 5.5 
 4.1-4.2 with the pinned buffer); with idle gaps of 0.5-2 ms between passes, one pass plus its gap. Over HTTP
 ResNet-50 compiled served 13,236-13,911 req/s against 11,966-12,703 in turns on one host, its batches prepared in
 3.8-4.0 against 5.8-6.1 ms (benchmarks/serve-host-copy_h100_2026-12-06.md).
+
+That wait naps first (``GpuWait``): a forward pass expected to run long (ResNet-50: 3-5 ms a pass) is slept through
+but for its last ``SPIN_TAIL_S``, and only that tail is spun on (``stream.synchronize()`` spins a core). Spinning
+through the whole pass kept the executing thread 0.6-0.8 of a CPU busy; on hosts whose virtual CPUs share physical
+cores the spin slows whatever runs beside it, nvJPEG's preparation of the next batch among them. A pass shorter than
+``SPIN_TAIL_S + MIN_NAP_S`` (the seed CNN: 0.4 ms) is spun on as before: a sleeping thread's wake-up costs up to a
+millisecond on a slow virtual host, and sleeping through the whole wait cost the seed CNN's stages 1.4 ms each
+(``benchmarks/serve-knobs_h200_2026-12-04.md``).
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,9 +63,11 @@ from gpukit.serve.staging import BatchDecoder, Staged, Stager
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["GRAPH_ROWS", "ModelInfo", "ModelRunner", "cpu_threads", "label_of", "model_info"]
+__all__ = ["GRAPH_ROWS", "GpuWait", "ModelInfo", "ModelRunner", "cpu_threads", "label_of", "model_info"]
 
 GRAPH_ROWS = 64  # the most rows one forward pass takes on CUDA (see above)
+SPIN_TAIL_S = 0.001  # the end of an expected GPU wait that is spun on, not slept (a late wake-up fits in it)
+MIN_NAP_S = 0.001  # no shorter nap: it would save less CPU than its wake-up costs
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,33 @@ def _buckets(max_batch: int) -> list[int]:
         step = sizes[-1] if sizes[-1] < 16 else 16
         sizes.append(min(sizes[-1] + step, max_batch))
     return sizes
+
+
+class GpuWait:
+    """How long the executing thread may sleep before it spins on its stream: the expected time of the batch's work
+    (by ``key``, the rows it runs), from its queueing to the end of the wait, less what has passed and ``tail_s``.
+    The expectation follows a faster batch at once and a slower one by a fifth of the difference a batch: a slow
+    outlier (a first replay) cannot make later naps overshoot, and too short an expectation only spins longer. A
+    nap ends ``tail_s`` before the expected end, so a batch that finished early is seen at most ``tail_s`` (plus
+    the wake-up) too late, and the expectation then falls to what was seen: it converges on the work's real time."""
+
+    def __init__(self, tail_s: float = SPIN_TAIL_S, min_nap_s: float = MIN_NAP_S) -> None:
+        self.tail_s, self.min_nap_s = tail_s, min_nap_s
+        self.expected_s: dict[Hashable, float] = {}
+        self.naps = 0
+
+    def nap_s(self, key: Hashable, since_queued_s: float) -> float:
+        """Seconds to sleep now (0: spin at once)."""
+        nap = self.expected_s.get(key, 0.0) - since_queued_s - self.tail_s
+        if nap < self.min_nap_s:
+            return 0.0
+        self.naps += 1
+        return nap
+
+    def observe(self, key: Hashable, took_s: float) -> None:
+        """The seconds from the batch's queueing to the end of its wait."""
+        before = self.expected_s.get(key)
+        self.expected_s[key] = took_s if before is None or took_s < before else before + 0.2 * (took_s - before)
 
 
 class ModelRunner:
@@ -155,6 +194,7 @@ class ModelRunner:
             # probabilities, one column per class (also for a one-logit binary model: predict.probabilities)
             self.result = torch.zeros((max_batch, len(loaded.classes)), dtype=torch.float32, device=self.device)
             self.result_host = torch.zeros((max_batch, len(loaded.classes)), dtype=torch.float32).pin_memory()
+            self.gpu_wait = GpuWait()
             self._warm()
         self.stager = Stager(loaded.image_size, max_batch, self.device)
 
@@ -163,8 +203,6 @@ class ModelRunner:
         ``execute``, the path requests take: a server is ready only after this, so no request pays a first call at
         those sizes (cuDNN's per-shape set-up, a first graph replay, oneDNN's primitives on the CPU, where other
         sizes are not padded: see the module's docstring)."""
-        import time
-
         t0 = time.perf_counter()
         s = self.info.image_size
         sizes = sorted(set(self.buckets) | ({self.max_batch} if self.cuda else set()))
@@ -191,8 +229,6 @@ class ModelRunner:
         return probabilities(self.net(x))
 
     def _warm(self) -> None:
-        import time
-
         import torch
 
         t0 = time.perf_counter()
@@ -253,12 +289,13 @@ class ModelRunner:
         with torch.inference_mode():
             if not self.cuda:
                 return self._forward(self._padded(staged.x[:n]))[:n].numpy(), staged.errors
+            queued = time.perf_counter()
             with torch.cuda.stream(self.exec_stream):
                 self.exec_stream.wait_event(staged.slot.ready)  # the staging stream's writes are done
                 if n <= self.pass_rows:  # one pass: from the slot into the graph's input, its output to the host
                     self.static_in[:n].copy_(staged.x[:n])
                     staged.slot.free.record(self.exec_stream)
-                    return self._to_host(self._run_static(n), n), staged.errors
+                    return self._to_host(self._run_static(n), n, queued), staged.errors
                 self.batch_in[:n].copy_(staged.x[:n])
                 staged.slot.free.record(self.exec_stream)  # the slot may be rewritten once this copy has run
                 for start in range(0, n, self.pass_rows):  # stream order keeps static_in and out safe to reuse
@@ -266,15 +303,26 @@ class ModelRunner:
                     self.static_in[:rows].copy_(self.batch_in[start : start + rows])  # rows after keep old data
                     out = self._run_static(rows)
                     self.result[start : start + rows].copy_(out[:rows])
-                return self._to_host(self.result, n), staged.errors
+                return self._to_host(self.result, n, queued), staged.errors
 
-    def _to_host(self, out: torch.Tensor, n: int) -> np.ndarray:
+    def _to_host(self, out: torch.Tensor, n: int, queued: float) -> np.ndarray:
         """``out[:n]`` (on the device) copied into the pinned ``result_host`` and waited for on ``exec_stream``: the
-        one sync point of ``execute``. The array is a view of that buffer, rewritten by the next ``execute`` (the
-        batcher copies it at once). Not ``.cpu()``: see the module's docstring."""
+        one sync point of ``execute``, a nap and then a spin (``GpuWait``). The array is a view of that buffer,
+        rewritten by the next ``execute`` (the batcher copies it at once). Not ``.cpu()``: see the module's
+        docstring."""
         self.result_host[:n].copy_(out[:n], non_blocking=True)
+        key = self._rows_run(n)
+        nap = self.gpu_wait.nap_s(key, time.perf_counter() - queued)
+        if nap:
+            time.sleep(nap)
         self.exec_stream.synchronize()
+        self.gpu_wait.observe(key, time.perf_counter() - queued)
         return self.result_host[:n].numpy()  # type: ignore[no-any-return]
+
+    def _rows_run(self, n: int) -> int:
+        """The rows the forward passes of a batch of ``n`` run, padding included (what its GPU time goes with)."""
+        whole, rest = divmod(n, self.pass_rows)
+        return whole * self.pass_rows + (next(b for b in self.buckets if b >= rest) if rest else 0)
 
     def _padded(self, x: torch.Tensor) -> torch.Tensor:
         """A CPU batch as it runs: unpadded on eager (see the module's docstring), padded with zero rows up to its
