@@ -120,10 +120,11 @@ def _buckets(max_batch: int) -> list[int]:
 class GpuWait:
     """How long the executing thread may sleep before it spins on its stream: the expected time of the batch's work
     (by ``key``, the rows it runs), from its queueing to the end of the wait, less what has passed and ``tail_s``.
-    The expectation follows a faster batch at once and a slower one by a fifth of the difference a batch: a slow
-    outlier (a first replay) cannot make later naps overshoot, and too short an expectation only spins longer. A
-    nap ends ``tail_s`` before the expected end, so a batch that finished early is seen at most ``tail_s`` (plus
-    the wake-up) too late, and the expectation then falls to what was seen: it converges on the work's real time."""
+    The expectation follows a faster batch at once, and a slower one by a fifth of the difference, at most a tenth
+    of itself, a batch: a slow outlier (a pause of the process) cannot make the next naps outlast the work, and too
+    short an expectation only spins longer. A nap ends ``tail_s`` before the expected end, so a batch that finished
+    early is seen at most ``tail_s`` (plus the wake-up) too late, and the expectation then falls to what was seen:
+    it converges on the work's real time. ``ModelRunner.warm`` forgets what its first runs took."""
 
     def __init__(self, tail_s: float = SPIN_TAIL_S, min_nap_s: float = MIN_NAP_S) -> None:
         self.tail_s, self.min_nap_s = tail_s, min_nap_s
@@ -141,7 +142,10 @@ class GpuWait:
     def observe(self, key: Hashable, took_s: float) -> None:
         """The seconds from the batch's queueing to the end of its wait."""
         before = self.expected_s.get(key)
-        self.expected_s[key] = took_s if before is None or took_s < before else before + 0.2 * (took_s - before)
+        if before is None or took_s < before:
+            self.expected_s[key] = took_s
+        else:
+            self.expected_s[key] = before + min(0.2 * (took_s - before), 0.1 * before)
 
 
 class ModelRunner:
@@ -211,6 +215,8 @@ class ModelRunner:
             if probs.shape[0] != b:
                 raise RuntimeError(f"warm-up of batch {b} returned {probs.shape[0]} rows")
             self.warmed.append(b)
+        if self.cuda:
+            self.gpu_wait.expected_s.clear()  # a first run of a size is slow: no nap is planned on it
         self.warmup_s += time.perf_counter() - t0
         return self.warmed
 

@@ -33,9 +33,22 @@ def test_the_expectation_follows_a_faster_batch_at_once_and_a_slower_one_slowly(
     wait = GpuWait()
     wait.observe(64, 0.050)  # a first replay's outlier
     wait.observe(64, 0.0033)
-    assert wait.expected_s[64] == pytest.approx(0.0033)  # at once: no later nap overshoots
-    wait.observe(64, 0.0053)
-    assert wait.expected_s[64] == pytest.approx(0.0033 + 0.2 * 0.002)  # a fifth of the way up
+    assert wait.expected_s[64] == pytest.approx(0.0033)  # at once
+    wait.observe(64, 0.0043)
+    assert wait.expected_s[64] == pytest.approx(0.0033 + 0.2 * 0.001)  # a fifth of the way up
+    wait.observe(64, 0.100)  # a pause of the process: a tenth up at most
+    assert wait.expected_s[64] == pytest.approx(1.1 * (0.0033 + 0.2 * 0.001))
+
+
+def test_after_an_outlier_no_nap_outlasts_the_work() -> None:
+    """Work of 3 ms, one wait of 60 ms (a pause): the naps that follow still end before the work does."""
+    wait, true_s = GpuWait(), 0.003
+    wait.observe("k", true_s)
+    wait.observe("k", 0.060)
+    for _ in range(20):
+        nap = wait.nap_s("k", 0.0)
+        assert nap < true_s
+        wait.observe("k", max(true_s, nap + 0.0001))
 
 
 @pytest.mark.parametrize("true_s,start_s", [(0.004, 0.012), (0.004, 0.0021), (0.0025, 0.004)])
