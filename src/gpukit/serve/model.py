@@ -43,7 +43,9 @@ through the whole pass kept the executing thread 0.6-0.8 of a CPU busy; on hosts
 cores the spin slows whatever runs beside it, nvJPEG's preparation of the next batch among them. A pass shorter than
 ``SPIN_TAIL_S + MIN_NAP_S`` (the seed CNN: 0.4 ms) is spun on as before: a sleeping thread's wake-up costs up to a
 millisecond on a slow virtual host, and sleeping through the whole wait cost the seed CNN's stages 1.4 ms each
-(``benchmarks/serve-knobs_h200_2026-12-04.md``).
+(``benchmarks/serve-knobs_h200_2026-12-04.md``). Over HTTP, ResNet-50 on an H100 in turns: the model process used
+1.26-1.31 cores with the nap against 1.69-1.74, and served as much within the noise (means +1.5 % and +2.0 % over
+three rounds each; ``benchmarks/serve-nap_h100_2026-12-06.md``).
 """
 
 from __future__ import annotations
