@@ -15,6 +15,8 @@
 # "rows": the same starts with passes of at most 64 rows (GRAPH_ROWS, today's) and 128 (a copy of src with the
 # constant changed, SERVE_SRC), in the order 64 128 128 64, AB_S seconds of load each (8). "nap": the same with the
 # executor's nap before its GPU wait (today's) against a spin through all of it (SPIN_TAIL_S = 1e9).
+# "wide": the seed CNN, then ResNet-50, with 8 HTTP workers against 16 (abopt), then one round of each with
+# `--workers 1`; AB_S seconds of load each, SEED_ROUNDS and RESNET_ROUNDS the two A/Bs' rounds (abopt's ROUNDS).
 # wrk: the Debian packages wrk, libluajit-5.1-2 and libluajit-5.1-common as .deb files in .deb/ (unpacked there).
 set -u
 cd "$(dirname "$0")/../.."
@@ -87,6 +89,23 @@ ab() {
       2>&1 | cut -c1-160; save
   done
 }
+# A/B of `gpukit serve` options: abopt NAME MODEL 'options' [ROUNDS] — A is the benchmark's server as it is
+# (serve_placement_probe.py: 8 HTTP workers), B the same with the options added last (GPUKIT_SERVE_EXTRA); ROUNDS
+# (default "a-1 b-1 b-2 a-2") names each round by its arm, one start each
+abopt() {
+  local engine=compile; [ "$2" = seed ] && engine=eager
+  for v in ${4:-a-1 b-1 b-2 a-2}; do
+    echo "== $1 $v $(date +%T)"
+    extra=; [ "${v%-*}" = b ] && extra=$3
+    GPUKIT_SERVE_EXTRA="$extra" SERVE_KEEP_WORK=1 GPUKIT_SERVE_ENGINE=$engine SERVE_READY_S=300 timeout 200 python3 \
+      benchmarks/scripts/serve_placement_probe.py --out $R/$1/$v --model $2 --order free --duration ${AB_S:-8} \
+      2>&1 | cut -c1-160; save
+  done
+}
+if part wide; then  # b: an HTTP worker a vCPU; then one round of each with a single process (HTTP and model)
+  abopt wide-seed seed '--workers 16' "${SEED_ROUNDS:-a-1 b-1 b-2 a-2}"; abopt one-seed seed '--workers 1' b-1
+  abopt wide-resnet resnet '--workers 16' "${RESNET_ROUNDS:-a-1 b-1 b-2 a-2}"; abopt one-resnet resnet '--workers 1' b-1
+fi
 part rows && ab rows 's/^GRAPH_ROWS = 64 /GRAPH_ROWS = 128 /'  # a: 64 rows a pass (today), b: 128
 part nap && ab nap 's/^SPIN_TAIL_S = 0.001 /SPIN_TAIL_S = 1e9 /'  # a: nap, then spin the last 1 ms; b: spin it all
 if part loadgen; then  # the load generator's own CPU a request: LOADGEN_OLD (a gpukit src folder) against this tree
