@@ -252,6 +252,48 @@ def test_pipelined_requests_are_answered_in_order_and_a_client_leaving_them_logs
         assert "Traceback" not in log and "Exception in ASGI application" not in log, srv.log[-30:]
 
 
+def test_pipelined_requests_before_a_refusal_are_answered_first_and_a_large_read_is_not_one_head(model, normal):
+    """Three predictions and then bytes that are not HTTP, in one send: the three answers, then the 400 (JSON),
+    then the close; before, the 400 went out in between the first answer's bytes and the answer after the
+    half-close (a traceback). Then 40 pipelined predictions behind one 64 kB request, in one send: all answered;
+    before, a read that ended inside a later request's head after 64 KiB was refused as one head (431). Then a
+    chunked body with a chunk size that is not hex: answered 400 at once and counted as 400."""
+    body, headers = normal
+
+    def post(payload: bytes) -> bytes:
+        head = b"POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
+        return head % (headers["Content-Type"].encode(), len(payload)) + payload
+
+    big = post(body + b"x" * (65_504 - len(post(body))))  # a trailing epilogue pads the form; the next head at 64 kB
+    srv = start_server(model, "--quiet", "--workers", "2")
+    try:
+        for sent, want in [(post(body) * 3 + b"\x00\x01 not http\r\n\r\n", [b"200"] * 3 + [b"400"]),
+                           (big + post(body) * 40 + b"GET /v1/model HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                            [b"200"] * 42)]:  # fmt: skip
+            with socket.create_connection(host_port(srv.url), timeout=30) as sock:
+                sock.sendall(sent)
+                data = b""
+                while chunk := sock.recv(1 << 16):
+                    data += chunk
+            assert re.findall(rb"HTTP/1\.1 (\d+) ", data) == want, data[-300:]
+            if want[-1] == b"400":
+                assert data.endswith(b'{"error":"bad_request","detail":"Invalid HTTP request received."}')
+        chunked = b"POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+        with socket.create_connection(host_port(srv.url), timeout=30) as sock:  # a chunk size that is not hex
+            sock.sendall(chunked % headers["Content-Type"].encode() + b"3\r\nabc\r\nzz\r\nnot a chunk\r\n")
+            t0, data = time.monotonic(), b""
+            while chunk := sock.recv(1 << 16):
+                data += chunk
+        assert data.startswith(b"HTTP/1.1 400 ") and time.monotonic() - t0 < 5  # at once, not at the body deadline
+        text = request(srv.url + "/metrics")[2].decode()
+        assert metric(text, "gpukit_requests_total", 'route="/v1/predict",status="400"') == 1  # that request's answer
+        assert metric(text, "gpukit_requests_total", 'route="/v1/predict",status="499"') == 0
+    finally:
+        assert srv.stop() == 0
+        log = "\n".join(srv.log)
+        assert "Traceback" not in log and "Exception in ASGI application" not in log, srv.log[-30:]
+
+
 def test_sigterm_beside_32_keepalive_clients_resets_none(model, normal):
     from gpukit.serve.config import ServeConfig
     from gpukit.serve.listen import drain_s

@@ -4,7 +4,10 @@ on receiving a request: its keep-alive timer is reset by every byte, so a client
 connection for ever; uvicorn issue #157):
 
 - **Header size**: at most ``HEADER_LIMIT_BYTES`` (64 KiB) of request line and headers are fed to the parser; past
-  that the client gets 431 (JSON) and the rest is never parsed (nginx's ``large_client_header_buffers``).
+  that the client gets 431 (JSON) and the rest is never parsed (nginx's ``large_client_header_buffers``). A read is
+  fed in slices of what is left of the limit; a slice in which a request ended starts the count again, so pipelined
+  requests that arrive together are not taken for one large head (a head that began inside such a slice may reach
+  twice the limit before it is refused).
 - **Header deadline**: the headers must be complete within ``header_timeout_s`` of the connection's first byte (or
   of the request's first byte on a kept-alive connection), else 408 (nginx's ``client_header_timeout``). The body's
   deadline is the request's own (``--timeout-s``), enforced by the app.
@@ -13,6 +16,11 @@ connection for ever; uvicorn issue #157):
   (``LINGER_REFUSED_BYTES`` after a 431/408) or ``LINGER_S``; closing at once would make the kernel answer the
   unread bytes with a reset, and clients that send the whole body before reading (urllib, http.client) would never
   see the JSON answer (nginx's lingering close).
+- **A refusal behind answers**: a refusal (431, 408, uvicorn's 400 for bytes that are not HTTP) that comes while
+  earlier pipelined requests of the connection are still to be answered waits for them: their answers, then the
+  refusal, then the half-close. Before, uvicorn wrote its 400 in between an answer's bytes, the 431 was dropped, the
+  requests read but not started were never answered, and the answer being written went out after the half-close,
+  which uvloop refuses with a RuntimeError (a traceback for each).
 - **Drain**: on shutdown an idle keep-alive connection is not cut at once (a request may be on its way: cutting
   would reset it); for ``DRAIN_IDLE_S`` a request that arrives is answered (503 while draining) with
   ``Connection: close``, then the connection is closed cleanly. Busy connections finish their response, then close.
@@ -50,25 +58,30 @@ LINGER_REFUSED_BYTES = 2**20  # after a 431/408: no ordinary client is still sen
 LINGER_S = 5.0
 DRAIN_IDLE_S = 0.5
 
-_REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large", 503: b"Service Unavailable"}
+_REASONS = {
+    400: b"Bad Request",
+    408: b"Request Timeout",
+    431: b"Request Header Fields Too Large",
+    503: b"Service Unavailable",
+}
 
 
 class _Transport:
-    """The real transport, except that ``close()`` is the protocol's lingering close, after which the transport
-    counts as closing (uvicorn then starts no pipelined request on it), and that a response's head can wait for its
-    body (``hold``).
+    """The real transport, except that ``close()`` is the protocol's lingering close, that it counts as closing when
+    the protocol says so (``closing``: once it half-closed; uvicorn then starts no pipelined request on it), and that
+    a response's head can wait for its body (``hold``).
 
     uvicorn writes a response's status line and headers at ``http.response.start`` and its body at
     ``http.response.body``: two sends, two TCP segments, and two wake-ups of the client for one small answer. Held,
     the head leaves with the body's first bytes in one send; ``release`` sends it alone when no body write comes
     (a HEAD request, an empty or cut response), before a close, and when the response is complete."""
 
-    def __init__(self, real: asyncio.Transport, close: Any) -> None:
+    def __init__(self, real: asyncio.Transport, close: Any, closing: Any) -> None:
         self._real = real
         self.write = real.write  # the hot path, without __getattr__ (``hold`` swaps it for one response)
         self._held = b""
         self._close = close
-        self._closed = False
+        self.is_closing = closing
 
     def hold(self) -> None:
         """The next write (a response's head) waits for the one after it."""
@@ -95,11 +108,7 @@ class _Transport:
 
     def close(self) -> None:
         self.release()
-        self._closed = True
         self._close()
-
-    def is_closing(self) -> bool:
-        return self._closed or self._real.is_closing()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
@@ -126,7 +135,10 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
         self._head_t0: float | None = None  # when this request's first byte came (None: none in head yet)
         self._timers: list[asyncio.TimerHandle] = []
         self._earlier: list[Any] = []  # pipelined: requests before ``self.cycle`` not yet answered
-        self._wrapped = _Transport(transport, self._linger_close)
+        self._messages = 0  # requests whose bytes were all parsed (the header limit's count restarts after one)
+        self._refusal = b""  # a refusal waiting for the answer being written (``_linger_close``)
+        self._eof_sent = False
+        self._wrapped = _Transport(transport, self._linger_close, self._shut)
         super().connection_made(cast("asyncio.Transport", self._wrapped))
         self.stats.opened += 1
         self.stats.open_now += 1
@@ -154,19 +166,23 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
             if self._discarded > self._linger_bytes:
                 self._real.close()
             return
-        if not self._in_head:
-            super().data_received(data)
-        elif len(data) <= (room := HEADER_LIMIT_BYTES - self._head_bytes):
-            self._head_bytes += len(data)
-            super().data_received(data)
-        else:
+        while data and not self._closing:
+            if not self._in_head:
+                super().data_received(data)
+                break
+            if len(data) <= (room := HEADER_LIMIT_BYTES - self._head_bytes):
+                self._head_bytes += len(data)
+                super().data_received(data)
+                break
+            messages = self._messages
             super().data_received(data[:room])  # may end the headers; if not, the rest is never parsed
-            if self._in_head:
+            if self._closing:
+                return
+            if self._in_head and self._messages == messages:  # one head, not ended within the limit
                 self.stats.header_too_large += 1
                 self._refuse(431, "headers_too_large", f"request line and headers over {HEADER_LIMIT_BYTES} bytes")
                 return
-            if self.parser is not None and not self._closing:
-                super().data_received(data[room:])
+            data = data[room:]  # the rest, after a head that ended or a request that did (the count starts again)
         if self._in_head and self._head_t0 is not None and not self._closing:  # a request's headers are not all in
             self._arm_head_timer()
 
@@ -192,13 +208,39 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
         self._wrapped.release()  # a head still held (no body was written) leaves now
         if self._earlier:
             self._earlier = [cycle for cycle in self._earlier if not cycle.response_complete]
+        if self._closing and not self._eof_sent and self._answering() is None:
+            self._half_close()  # the answers a close was waiting for are out
         super().on_response_complete()
+
+    def _shut(self) -> bool:
+        """Whether nothing more is written here (uvicorn's ``transport.is_closing()``): a close that waits for the
+        requests already read to be answered (``_linger_close``) lets uvicorn start them in turn."""
+        return self._eof_sent or self._real.is_closing() or (self._closing and not self._refusal)
+
+    def _answering(self) -> Any:
+        """The first request read and not yet answered (uvicorn answers them in turn), or None."""
+        for cycle in [*self._earlier, self.cycle]:
+            if cycle is not None and not cycle.response_complete and not cycle.disconnected:
+                return cycle
+        return None
+
+    def send_400_response(self, msg: str) -> None:
+        """Bytes that are not HTTP: uvicorn's 400, as JSON, after the answers still being written. Bytes that break
+        the body of the request being read (a bad chunk) make the 400 that request's answer: its app sees the client
+        gone (no answer of its own is written) instead of waiting for the rest of its body until its deadline."""
+        cycle = self.cycle
+        if not self._in_head and cycle is not None and not cycle.response_started and not cycle.response_complete:
+            cast("dict[str, Any]", cycle.scope)["gpukit.refused"] = 400  # the route counts it so, not as gone (499)
+            cycle.disconnected = True
+            cycle.message_event.set()
+        self._refuse(400, "bad_request", msg)
 
     def on_message_complete(self) -> None:
         # the app reads the whole body without waiting (route._body)
         cast("dict[str, Any]", self.scope)["gpukit.body_complete"] = True
         super().on_message_complete()
         self._in_head, self._head_bytes = True, 0
+        self._messages += 1
 
     def _arm_head_timer(self) -> None:
         """The header deadline: from the connection's start, or from the request's first byte (``_head_t0``). It is
@@ -215,24 +257,43 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
             self._refuse(408, "header_timeout", detail)
 
     def _refuse(self, status: int, code: str, detail: str) -> None:
-        """Answer (JSON) before the headers were complete, and close without parsing further."""
-        if self.cycle is None or self.cycle.response_complete:  # never between another response's bytes
-            self._real.write(_response(status, code, detail))
+        """Answer (JSON) before the headers were complete, and close without parsing further; behind the answer
+        being written, if there is one (never between its bytes)."""
+        if self._closing:
+            return
+        self._refusal = _response(status, code, detail)
         self._linger_bytes = LINGER_REFUSED_BYTES
         self.transport.close()
 
     def _linger_close(self) -> None:
-        if self._closing:
+        """Close, reading and discarding what the client still sends; once every request read is answered."""
+        real = self._real
+        if self._closing:  # uvicorn closes while a refusal waits: after an answer it cut, or a Connection: close one
+            if not self._eof_sent:
+                cycle = self._answering()
+                if cycle is not None and cycle.response_started:
+                    real.close()  # cut in the middle: no refusal after half an answer
+                else:
+                    self._half_close()  # the requests after a Connection: close answer are not answered
             return
         self._closing = True
-        real = self._real
         if self._lost or real.is_closing() or not real.can_write_eof():
             real.close()
             return
-        self.stats.lingered += 1
-        real.write_eof()  # the response already written, then FIN; the client's remaining bytes are discarded
-        self._discarding = True
+        self._discarding = True  # nothing more is parsed: what still arrives is read and discarded
         self.flow.resume_reading()
+        if not self._refusal or self._answering() is None:  # only a refusal waits for the requests read before it
+            self._half_close()
+
+    def _half_close(self) -> None:
+        self._eof_sent = True
+        real = self._real
+        if real.is_closing():
+            return
+        if self._refusal:
+            real.write(self._refusal)
+        self.stats.lingered += 1
+        real.write_eof()  # the responses already written, then FIN; the client's remaining bytes are discarded
         self._timers.append(self.loop.call_later(LINGER_S, real.close))
 
     def shutdown(self) -> None:

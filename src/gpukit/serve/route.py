@@ -52,8 +52,8 @@ async def predict(core: Core, scope: dict[str, Any], receive: Any, send: Any, ro
         status = 499 if scope.get("gpukit.client_gone") else 200
     except RequestRejected as exc:
         status, payload = exc.status, dumps(exc.to_dict())
-    except ClientGone:
-        status = 499
+    except ClientGone:  # or its body broke HTTP: the protocol answered it 400 (``gpukit.refused``)
+        status = int(scope.get("gpukit.refused", 499))
     except asyncio.CancelledError:  # uvicorn's drain deadline passed (the request deadline is shorter: rare)
         if not core.draining:
             status = 499

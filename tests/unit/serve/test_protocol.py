@@ -57,6 +57,9 @@ class _Recorder(asyncio.Transport):
         pass
 
 
+_SLOW: list[asyncio.Event] = []  # the last one holds /slow's answer (each test's loop makes its own)
+
+
 async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Reads the body; answers its length and whether it was all in when the app began (JSON), or three chunks for
     /stream."""
@@ -69,6 +72,13 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         body += msg.get("body", b"")
         if not msg.get("more_body"):
             break
+    if scope["path"] == "/slow":  # answered once the test lets it (``_SLOW``): an answer still being written
+        await _SLOW[-1].wait()
+    if scope["path"] == "/cut":  # half an answer, then the app returns (uvicorn closes the connection)
+        await _SLOW[-1].wait()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"10")]})
+        await send({"type": "http.response.body", "body": b"abc", "more_body": True})
+        return
     if scope["path"] == "/stream":
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
         for part in (b"one,", b"two,", b"three"):
@@ -207,3 +217,144 @@ def test_a_kept_alive_request_whose_headers_trickle_gets_408_at_its_deadline():
     calls, took = asyncio.run(go())
     assert isinstance(calls[1], bytes) and calls[1].startswith(b"HTTP/1.1 408 ") and calls[2] == "EOF"
     assert 0.25 <= took < 1.0, took
+
+
+def _request(i: int, body: int = 2000) -> bytes:
+    return b"POST /x?i=%d HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n" % (i, body) + b"b" * body
+
+
+def _responses(calls: list[bytes | str]) -> list[bytes]:
+    """Each response whole (a pipelined one's head and body are two writes: only the next one written is held)."""
+    return [b"HTTP/1.1" + r for r in b"".join(_writes(calls)).split(b"HTTP/1.1")[1:]]
+
+
+async def _until(t: _Recorder, n: int, timeout: float = 5.0) -> None:
+    """Until the transport has ``n`` responses (or it half-closed, or ``timeout`` passed)."""
+    end = time.monotonic() + timeout
+    while len(_responses(t.calls)) < n and "EOF" not in t.calls and time.monotonic() < end:
+        await asyncio.sleep(0.001)
+
+
+def test_pipelined_requests_arriving_together_are_not_taken_for_one_large_head():
+    """200 pipelined requests in one read of 460 kB, the second one's head across the 64 KiB mark: the header limit
+    counts each head, not the read. Before, the first 64 KiB of the read were fed as one head's bytes, and a slice
+    that ended inside a later request's head was refused with 431 and the connection closed."""
+
+    async def go() -> list[bytes | str]:
+        protocol, t = await _connection()
+        first = _request(0, 65_500 - len(_request(0, 0)))  # the next head begins 32 bytes before the limit
+        protocol.data_received(first + b"".join(_request(i) for i in range(1, 200)))
+        await _until(t, 200)
+        return t.calls
+
+    calls = asyncio.run(go())
+    assert "EOF" not in calls and "CLOSE" not in calls
+    responses = _responses(calls)
+    assert len(responses) == 200
+    assert responses[0].startswith(b"HTTP/1.1 200 OK") and responses[0].endswith(b'{"got":65448,"whole":1}')
+    assert all(r.startswith(b"HTTP/1.1 200 OK") and r.endswith(b'{"got":2000,"whole":1}') for r in responses[1:])
+
+
+def test_a_head_over_the_limit_after_pipelined_requests_is_still_refused():
+    """The count starts again after a request that ended, not never: a large head behind small requests in the
+    same read gets 431 once it passes the limit (at most twice it), after the answers before it."""
+
+    async def go() -> list[bytes | str]:
+        protocol, t = await _connection()
+        big = b"GET /x HTTP/1.1\r\nHost: a\r\nX-Big: " + b"a" * (200 * 1024)
+        protocol.data_received(b"".join(_request(i) for i in range(3)) + big)
+        await _until(t, 4)
+        return t.calls
+
+    calls = asyncio.run(go())
+    assert [r[:12] for r in _responses(calls)] == [b"HTTP/1.1 200"] * 3 + [b"HTTP/1.1 431"]
+    assert calls[-1] == "EOF" and calls.count("EOF") == 1
+
+
+@pytest.mark.parametrize(
+    ("after", "status"),
+    [
+        (b"GET /x HTTP/1.1\r\nHost: a\r\nX-Big: " + b"a" * (140 * 1024), b"431"),  # a head over twice the limit
+        (b"\x00\x01 not http\r\n\r\n", b"400"),  # bytes that are not HTTP: uvicorn's 400
+        (b"GET /x HTTP/1.1\r\nHost: a\r\n", b"408"),  # headers that stop coming: the header deadline
+    ],
+)
+def test_a_refusal_behind_an_answer_being_written_waits_for_it(after: bytes, status: bytes):
+    """A pipelined request is still being answered when the next one is refused: its answer goes out whole, then
+    the refusal, then the half-close, and nothing is written after it. Before, the 431 was dropped and the answer
+    written after the half-close (uvloop: RuntimeError, a traceback a connection), and uvicorn wrote its 400 in
+    between the answer's bytes."""
+
+    async def go() -> tuple[list[bytes | str], list[bytes | str]]:
+        _SLOW.append(asyncio.Event())
+        protocol, t = await _connection(timeout_s=0.2)
+        protocol.data_received(b"GET /slow HTTP/1.1\r\nHost: a\r\n\r\n" + after)
+        await asyncio.sleep(0.4)  # past the header deadline, the answer still not written
+        before = list(t.calls)
+        _SLOW[-1].set()
+        await _until(t, 2)
+        return before, t.calls
+
+    before, calls = asyncio.run(go())
+    assert before == []  # nothing written while the answer is pending, not even the refusal
+    responses = _responses(calls)
+    assert len(responses) == 2 and calls[-1] == "EOF" and calls.count("EOF") == 1  # nothing written after it
+    assert responses[0].startswith(b"HTTP/1.1 200 OK") and responses[0].endswith(b'{"got":0,"whole":1}')
+    assert responses[1].startswith(b"HTTP/1.1 " + status) and b"connection: close" in responses[1]
+
+
+def test_an_answer_cut_while_a_refusal_waits_closes_at_once():
+    """uvicorn closes the transport itself when an app returns in the middle of its answer: a refusal waiting for
+    that answer is then not written after half an answer; the connection closes at once."""
+
+    async def go() -> list[bytes | str]:
+        _SLOW.append(asyncio.Event())
+        protocol, t = await _connection()
+        protocol.data_received(b"GET /cut HTTP/1.1\r\nHost: a\r\n\r\n\x00 not http\r\n\r\n")
+        await _settle()
+        assert t.calls == []
+        _SLOW[-1].set()
+        await _settle()
+        return t.calls
+
+    calls = asyncio.run(go())
+    assert calls[-1] == "CLOSE" and "EOF" not in calls
+    assert not any(w.startswith(b"HTTP/1.1 400") for w in _writes(calls))
+
+
+def test_requests_after_a_connection_close_one_are_not_answered_when_a_refusal_waits():
+    """Connection: close, then another request, then bytes that are not HTTP: the first is answered, and the
+    connection half-closes after it (the second is not started, the 400 not sent: the client asked to close)."""
+
+    async def go() -> list[bytes | str]:
+        _SLOW.append(asyncio.Event())
+        protocol, t = await _connection()
+        protocol.data_received(
+            b"GET /slow HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n" + _request(1) + b"\x00 not http\r\n\r\n"
+        )
+        await _settle()
+        _SLOW[-1].set()
+        await _until(t, 2, timeout=0.5)
+        return t.calls
+
+    calls = asyncio.run(go())
+    assert [r[:12] for r in _responses(calls)] == [b"HTTP/1.1 200"]
+    assert calls[-1] == "EOF"
+
+
+def test_a_bad_chunk_in_the_body_being_read_is_that_requests_400_at_once():
+    """A chunked body whose chunk size is not hex: the 400 answers that request now (its app sees the client gone
+    and writes nothing), instead of after the body deadline beside the app's own 408."""
+
+    async def go() -> list[bytes | str]:
+        protocol, t = await _connection()
+        protocol.data_received(b"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+        await _settle()
+        protocol.data_received(b"zz\r\nnot a chunk\r\n")
+        await _settle()
+        return t.calls
+
+    calls = asyncio.run(go())
+    writes = _writes(calls)
+    assert len(writes) == 1 and calls[-1] == "EOF"
+    assert writes[0].startswith(b"HTTP/1.1 400 Bad Request") and b'"error":"bad_request"' in writes[0]
