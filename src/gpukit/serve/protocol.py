@@ -13,7 +13,7 @@ connection for ever; uvicorn issue #157):
   deadline is the request's own (``--timeout-s``), enforced by the app.
 - **Lingering close**: a connection closed while the client may still be sending (an early 413/401/503, a 408, the
   drain) is half-closed after the response and what still arrives is read and discarded, up to ``LINGER_BYTES``
-  (``LINGER_REFUSED_BYTES`` after a 431/408) or ``LINGER_S``; closing at once would make the kernel answer the
+  (``LINGER_REFUSED_BYTES`` after a 431/408/400) or ``LINGER_S``; closing at once would make the kernel answer the
   unread bytes with a reset, and clients that send the whole body before reading (urllib, http.client) would never
   see the JSON answer (nginx's lingering close).
 - **A refusal behind answers**: a refusal (431, 408, uvicorn's 400 for bytes that are not HTTP) that comes while
@@ -54,7 +54,7 @@ __all__ = [
 
 HEADER_LIMIT_BYTES = 64 * 1024
 LINGER_BYTES = 256 * 2**20  # what a lingering close reads and discards at most (a 64 MB upload is answered)
-LINGER_REFUSED_BYTES = 2**20  # after a 431/408: no ordinary client is still sending a body then
+LINGER_REFUSED_BYTES = 2**20  # after a 431/408/400: no ordinary client is still sending a body then
 LINGER_S = 5.0
 DRAIN_IDLE_S = 0.5
 
@@ -136,7 +136,7 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
         self._timers: list[asyncio.TimerHandle] = []
         self._earlier: list[Any] = []  # pipelined: requests before ``self.cycle`` not yet answered
         self._messages = 0  # requests whose bytes were all parsed (the header limit's count restarts after one)
-        self._refusal = b""  # a refusal waiting for the answer being written (``_linger_close``)
+        self._refusal = b""  # a refusal, written once the requests read before it are answered (``_half_close``)
         self._eof_sent = False
         self._wrapped = _Transport(transport, self._linger_close, self._shut)
         super().connection_made(cast("asyncio.Transport", self._wrapped))
@@ -257,8 +257,9 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
             self._refuse(408, "header_timeout", detail)
 
     def _refuse(self, status: int, code: str, detail: str) -> None:
-        """Answer (JSON) before the headers were complete, and close without parsing further; behind the answer
-        being written, if there is one (never between its bytes)."""
+        """Refuse (JSON) what does not make a request (a head too large or too slow, bytes that are not HTTP), and
+        close without parsing further: behind the answers of the requests read before it (never between their
+        bytes)."""
         if self._closing:
             return
         self._refusal = _response(status, code, detail)
