@@ -76,32 +76,29 @@ if part seed; then
 echo "== seed $(date +%T)"
 timeout 300 python3 benchmarks/scripts/serve_h200.py --out $R/seed --only ${SEED_ONLY:-seed/gpukit,seed/gpukit-wide,seed/litserve-w2,seed/litserve-w1} 2>&1 | grep -v "^ *$" | tail -12; save
 fi
+# The rounds of an A/B, one start each: abrounds NAME MODEL 'ROUNDS' B_SRC 'B_OPTIONS' — each round is named by its
+# arm ("a-1 b-1 b-2 a-2"); A serves this tree's src as serve_placement_probe.py starts it (8 HTTP workers), B serves
+# B_SRC (SERVE_SRC) with B_OPTIONS added last (GPUKIT_SERVE_EXTRA); AB_S seconds of gpukit loadtest then of wrk (8)
+abrounds() {
+  local engine=compile v src extra; [ "$2" = seed ] && engine=eager
+  for v in $3; do
+    echo "== $1 $v $(date +%T)"
+    src=$PWD/src extra=; [ "${v%-*}" = b ] && src=$4 extra=$5
+    SERVE_SRC=$src GPUKIT_SERVE_EXTRA="$extra" SERVE_KEEP_WORK=1 GPUKIT_SERVE_ENGINE=$engine SERVE_READY_S=300 \
+      timeout 200 python3 benchmarks/scripts/serve_placement_probe.py --out $R/$1/$v --model $2 --order free \
+      --duration ${AB_S:-8} 2>&1 | cut -c1-160; save
+  done
+}
 # A/B of one constant of src, ResNet-50 compile, rounds A B B A: ab NAME 'sed expression' — B is a copy of src with
-# the expression applied (SERVE_SRC); each round is one start, AB_S seconds of gpukit loadtest then of wrk (8)
+# the expression applied
 ab() {
   rm -rf /tmp/src-$1 && cp -r src /tmp/src-$1 && sed -i "$2" /tmp/src-$1/gpukit/serve/model.py
   if cmp -s src/gpukit/serve/model.py /tmp/src-$1/gpukit/serve/model.py; then echo "$1: '$2' changed nothing"; return; fi
-  for v in a-1 b-1 b-2 a-2; do
-    echo "== $1 $v $(date +%T)"
-    src=$PWD/src; [ "${v%-*}" = b ] && src=/tmp/src-$1
-    SERVE_SRC=$src SERVE_KEEP_WORK=1 GPUKIT_SERVE_ENGINE=compile SERVE_READY_S=300 timeout 200 python3 \
-      benchmarks/scripts/serve_placement_probe.py --out $R/$1/$v --order free --duration ${AB_S:-8} \
-      2>&1 | cut -c1-160; save
-  done
+  abrounds "$1" resnet "a-1 b-1 b-2 a-2" /tmp/src-$1 ""
 }
-# A/B of `gpukit serve` options: abopt NAME MODEL 'options' [ROUNDS] — A is the benchmark's server as it is
-# (serve_placement_probe.py: 8 HTTP workers), B the same with the options added last (GPUKIT_SERVE_EXTRA); ROUNDS
-# (default "a-1 b-1 b-2 a-2") names each round by its arm, one start each
-abopt() {
-  local engine=compile; [ "$2" = seed ] && engine=eager
-  for v in ${4:-a-1 b-1 b-2 a-2}; do
-    echo "== $1 $v $(date +%T)"
-    extra=; [ "${v%-*}" = b ] && extra=$3
-    GPUKIT_SERVE_EXTRA="$extra" SERVE_KEEP_WORK=1 GPUKIT_SERVE_ENGINE=$engine SERVE_READY_S=300 timeout 200 python3 \
-      benchmarks/scripts/serve_placement_probe.py --out $R/$1/$v --model $2 --order free --duration ${AB_S:-8} \
-      2>&1 | cut -c1-160; save
-  done
-}
+# A/B of `gpukit serve` options: abopt NAME MODEL 'options' [ROUNDS] — B is this tree with the options added last;
+# ROUNDS as abrounds' (default "a-1 b-1 b-2 a-2")
+abopt() { abrounds "$1" "$2" "${4:-a-1 b-1 b-2 a-2}" "$PWD/src" "$3"; }
 if part wide; then  # b: an HTTP worker a vCPU; then one round of each with a single process (HTTP and model)
   abopt wide-seed seed '--workers 16' "${SEED_ROUNDS:-a-1 b-1 b-2 a-2}"; abopt one-seed seed '--workers 1' b-1
   abopt wide-resnet resnet '--workers 16' "${RESNET_ROUNDS:-a-1 b-1 b-2 a-2}"; abopt one-resnet resnet '--workers 1' b-1

@@ -114,6 +114,13 @@ class _Transport:
         return getattr(self._real, name)
 
 
+def _disconnect(cycle: Any) -> None:
+    """uvicorn's request ``cycle`` as if its client had gone: its app's ``receive`` returns a disconnect and its
+    answer is not written."""
+    cycle.disconnected = True
+    cycle.message_event.set()
+
+
 def _response(status: int, code: str, detail: str) -> bytes:
     body = json.dumps({"error": code, "detail": detail}, separators=(",", ":")).encode()
     head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
@@ -150,14 +157,12 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
         for timer in [self._head_timer, *self._timers]:
             if timer is not None:
                 timer.cancel()
-        for cycle in [*self._earlier, self.cycle]:
-            if cycle is not None and not cycle.response_complete:
-                scope = cast("dict[str, Any]", cycle.scope)
-                scope["gpukit.client_gone"] = True
-                for callback in scope.get("gpukit.on_gone", ()):
-                    callback()
-                cycle.disconnected = True  # its answer is not written (uvicorn sets it for ``self.cycle`` only)
-                cycle.message_event.set()
+        for cycle in self._unanswered():
+            scope = cast("dict[str, Any]", cycle.scope)
+            scope["gpukit.client_gone"] = True
+            for callback in scope.get("gpukit.on_gone", ()):
+                callback()
+            _disconnect(cycle)  # its answer is not written (uvicorn marks ``self.cycle`` only)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -217,12 +222,13 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
         requests already read to be answered (``_linger_close``) lets uvicorn start them in turn."""
         return self._eof_sent or self._real.is_closing() or (self._closing and not self._refusal)
 
+    def _unanswered(self) -> list[Any]:
+        """The requests read and not yet answered, in their order (uvicorn answers them in turn)."""
+        return [c for c in (*self._earlier, self.cycle) if c is not None and not c.response_complete]
+
     def _answering(self) -> Any:
-        """The first request read and not yet answered (uvicorn answers them in turn), or None."""
-        for cycle in [*self._earlier, self.cycle]:
-            if cycle is not None and not cycle.response_complete and not cycle.disconnected:
-                return cycle
-        return None
+        """The first request whose answer is still to be written, or None."""
+        return next((c for c in self._unanswered() if not c.disconnected), None)
 
     def send_400_response(self, msg: str) -> None:
         """Bytes that are not HTTP: uvicorn's 400, as JSON, after the answers still being written. Bytes that break
@@ -231,8 +237,7 @@ class GuardedProtocol(HttpToolsProtocol):  # type: ignore[misc]
         cycle = self.cycle
         if not self._in_head and cycle is not None and not cycle.response_started and not cycle.response_complete:
             cast("dict[str, Any]", cycle.scope)["gpukit.refused"] = 400  # the route counts it so, not as gone (499)
-            cycle.disconnected = True
-            cycle.message_event.set()
+            _disconnect(cycle)
         self._refuse(400, "bad_request", msg)
 
     def on_message_complete(self) -> None:
