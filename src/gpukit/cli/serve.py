@@ -31,7 +31,12 @@ def _serve_command(
     device: str = typer.Option("auto", "--device", help="cpu, cuda or auto."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0 for every interface)."),
     port: int = typer.Option(8000, "--port", help="Port (0 picks a free one)."),
-    workers: int = typer.Option(1, "--workers", help="HTTP front-end processes feeding the one model process."),
+    workers: int = typer.Option(
+        0,
+        "--workers",
+        help="HTTP front-end processes feeding the one model process; 1: HTTP and model in one process; 0: on CUDA"
+        " one per two CPUs (at most 8), 1 on a CPU.",
+    ),
     max_batch: int = typer.Option(64, "--max-batch", help="Most images per forward pass."),
     max_wait_ms: float = typer.Option(2.0, "--max-wait-ms", help="Longest a request waits for its batch to fill."),
     queue_size: int = typer.Option(1024, "--queue-size", help="Requests admitted at once; more get 503."),

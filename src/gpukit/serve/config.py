@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpukit.errors import ConfigError
+from gpukit.serve.cpus import usable_cpus
 from gpukit.serve.decode import nvimgcodec_unavailable
 from gpukit.serve.engines import ENGINES
 
-__all__ = ["BATCH_DECODERS", "CUDA_ENGINE", "DECODERS", "PIL_SIDE", "ServeConfig", "resolve_auto"]
+__all__ = [
+    "AUTO_WORKERS_MAX",
+    "BATCH_DECODERS",
+    "CUDA_ENGINE",
+    "DECODERS",
+    "PIL_SIDE",
+    "ServeConfig",
+    "auto_workers",
+    "resolve_auto",
+]
 
 # --decode values whose JPEGs the model process decodes per batch (pil: Pillow in the HTTP processes)
 BATCH_DECODERS = ("nvjpeg", "nvimgcodec", "nvimgcodec-hw")
@@ -22,6 +33,11 @@ CUDA_ENGINE = "auto"
 # `--decode auto` on CUDA: Pillow in the HTTP processes for a model input of at most this many pixels a side, nvJPEG
 # in the model process above it (see ``resolve_auto``)
 PIL_SIDE = 64
+# `--workers 0` (the default) on CUDA: one HTTP process per two CPUs, at most this many. On an H100 host with 16 CPUs
+# one process (HTTP and model together) served 3.1-3.8x less than 8 (seed CNN 3,686 against 14,177 req/s, ResNet-50
+# 3,572 against 11,939; benchmarks/serve-workers_h100_2026-12-07.md); 8 is what every serving record since 2026-12-04
+# ran, and 16 served more only on hosts whose cores slow down under load (docs/serve.md, How many HTTP workers)
+AUTO_WORKERS_MAX = 8
 
 
 @dataclass
@@ -30,7 +46,8 @@ class ServeConfig:
     device: str = "auto"  # cpu, cuda, auto
     host: str = "127.0.0.1"
     port: int = 8000
-    workers: int = 1  # HTTP front-end processes; 1 = HTTP and model in one process, N > 1 = N feeding one model process
+    workers: int = 0  # HTTP front-end processes; 1 = HTTP and model in one process, N > 1 = N feeding one model
+    # process; 0: chosen by ``resolve_auto`` (``auto_workers`` on CUDA, 1 on a CPU)
     max_batch: int = 64
     max_wait_ms: float = 2.0
     queue_size: int = 1024  # requests admitted at once (reading, decoding, queued, running); more get 503
@@ -53,7 +70,7 @@ class ServeConfig:
 
     def validate(self) -> ServeConfig:
         checks = [
-            (self.workers >= 1, "--workers must be at least 1"),
+            (self.workers >= 0, "--workers must be 0 (chosen for this machine) or more"),
             (1 <= self.max_batch <= 4096, "--max-batch must be between 1 and 4096"),
             (0 <= self.max_wait_ms <= 10_000, "--max-wait-ms must be between 0 and 10000"),
             (self.queue_size >= 1, "--queue-size must be at least 1"),
@@ -100,17 +117,31 @@ def resolve_auto(config: ServeConfig) -> ServeConfig:
       the H200 of 2026-12-04 (11,380 and 11,433 against nvJPEG's 10,680 and 9,560 req/s on one host, 10,664 against
       9,009 on another: benchmarks/serve-pipe_h200_2026-12-04.md, serve-engine-default_h200_2026-12-04.md), and it
       keeps ``gpukit predict``'s exact numbers. On a CPU Pillow.
+    - ``--workers 0``: ``auto_workers`` on CUDA, 1 on a CPU (where the model's own threads need the cores).
 
     A named nvImageCodec decoder that is not installed is a ``ConfigError``."""
     if config.decode.startswith("nvimgcodec") and (why := nvimgcodec_unavailable()):
         raise ConfigError(f"--decode {config.decode}: {why}", hint="or --decode nvjpeg / pil")
-    cuda = (config.engine is None or config.decode == "auto") and _cuda(config.device)
+    cuda = (config.engine is None or config.decode == "auto" or config.workers == 0) and _cuda(config.device)
+    if config.workers == 0:
+        config = replace(config, workers=auto_workers(config.model_cpus, usable_cpus()) if cuda else 1)
     if config.engine is None:
         config = replace(config, engine=CUDA_ENGINE if cuda else "eager")
     if config.decode == "auto":
         side = _input_side(config.model) if cuda else None
         config = replace(config, decode="nvjpeg" if cuda and (side is None or side > PIL_SIDE) else "pil")
     return config
+
+
+def auto_workers(model_cpus: int, cpus: tuple[int, ...] | None) -> int:
+    """HTTP processes for a CUDA server when ``--workers`` is not given: one per two of the CPUs this process may
+    use (``cpus``; None: the system's count), at most ``AUTO_WORKERS_MAX``, at least 1. With ``--model-cpus N`` at
+    most the CPUs left to the workers, and at least 2 (there is something to split)."""
+    n = len(cpus) if cpus is not None else os.cpu_count() or 1
+    workers = min(AUTO_WORKERS_MAX, n // 2)
+    if model_cpus:
+        return max(2, min(workers, n - model_cpus))
+    return max(1, workers)
 
 
 def _input_side(model: Path) -> int | None:

@@ -67,3 +67,48 @@ def test_pin_process_accepts_the_current_affinity_unchanged():
     mine = os.sched_getaffinity(0)
     pin_process(sorted(mine))  # this process's own set: a no-op, no error
     assert os.sched_getaffinity(0) == mine
+
+
+@pytest.mark.parametrize(
+    ("model_cpus", "cpus", "workers"),
+    [
+        (0, SIXTEEN, 8),  # one per two CPUs: what the serving records ran on 16-CPU GPU hosts
+        (0, tuple(range(64)), 8),  # at most AUTO_WORKERS_MAX
+        (0, (0, 1, 2, 3, 4, 5), 3),
+        (0, (0, 1), 1),
+        (0, (5,), 1),
+        (4, SIXTEEN, 8),  # the model's CPUs leave 12: still 8
+        (12, SIXTEEN, 4),  # 4 left to the workers
+        (1, (0, 1), 2),  # a split needs two processes: the workers share the one CPU left
+    ],
+)
+def test_auto_workers_is_one_per_two_cpus_at_most_eight(model_cpus, cpus, workers):
+    from gpukit.serve.config import AUTO_WORKERS_MAX, auto_workers
+
+    assert AUTO_WORKERS_MAX == 8
+    assert auto_workers(model_cpus, cpus) == workers
+    if model_cpus:
+        assert plan(model_cpus, workers, cpus) is not None  # what auto chose is a split the plan accepts
+
+
+def test_workers_left_out_is_auto_on_cuda_and_one_on_a_cpu(monkeypatch: pytest.MonkeyPatch, tmp_path):
+    from gpukit.serve import config as config_module
+    from gpukit.serve.config import ServeConfig, resolve_auto
+
+    monkeypatch.setattr(config_module, "usable_cpus", lambda: SIXTEEN)
+
+    def workers(device: str, **kw) -> int:
+        return resolve_auto(ServeConfig(model=tmp_path, device=device, **kw).validate()).workers
+
+    assert ServeConfig(model=tmp_path).workers == 0  # the default asks for the choice
+    assert workers("cuda") == 8 and workers("cuda:1") == 8
+    assert workers("cuda", model_cpus=12) == 4
+    assert workers("cpu") == 1
+    assert workers("cuda", workers=1) == 1 and workers("cuda", workers=3) == 3  # a number given is kept
+    assert workers("cpu", workers=2) == 2
+    monkeypatch.setattr(config_module, "_cuda", lambda device: False)  # --device auto without a GPU
+    assert workers("auto") == 1
+    monkeypatch.setattr(config_module, "_cuda", lambda device: True)
+    assert workers("auto") == 8
+    with pytest.raises(ConfigError, match="--workers must be 0"):
+        ServeConfig(model=tmp_path, workers=-1).validate()
