@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpukit.errors import ConfigError
-from gpukit.serve.cpus import usable_cpus
+from gpukit.serve.cpus import cpu_quota, usable_cpus
 from gpukit.serve.decode import nvimgcodec_unavailable
 from gpukit.serve.engines import ENGINES
 
@@ -124,7 +124,7 @@ def resolve_auto(config: ServeConfig) -> ServeConfig:
         raise ConfigError(f"--decode {config.decode}: {why}", hint="or --decode nvjpeg / pil")
     cuda = (config.engine is None or config.decode == "auto" or config.workers == 0) and _cuda(config.device)
     if config.workers == 0:
-        config = replace(config, workers=auto_workers(config.model_cpus, usable_cpus()) if cuda else 1)
+        config = replace(config, workers=auto_workers(config.model_cpus, usable_cpus(), cpu_quota()) if cuda else 1)
     if config.engine is None:
         config = replace(config, engine=CUDA_ENGINE if cuda else "eager")
     if config.decode == "auto":
@@ -133,11 +133,13 @@ def resolve_auto(config: ServeConfig) -> ServeConfig:
     return config
 
 
-def auto_workers(model_cpus: int, cpus: tuple[int, ...] | None) -> int:
+def auto_workers(model_cpus: int, cpus: tuple[int, ...] | None, quota: int | None = None) -> int:
     """HTTP processes for a CUDA server when ``--workers`` is not given: one per two of the CPUs this process may
-    use (``cpus``; None: the system's count), at most ``AUTO_WORKERS_MAX``, at least 1. With ``--model-cpus N`` at
-    most the CPUs left to the workers, and at least 2 (there is something to split)."""
+    use (``cpus``, its affinity; None: the system's count; fewer where its cgroup's ``quota`` is lower), at most
+    ``AUTO_WORKERS_MAX``, at least 1. With ``--model-cpus N`` at most the CPUs left to the workers, and at least 2
+    (there is something to split)."""
     n = len(cpus) if cpus is not None else os.cpu_count() or 1
+    n = min(n, quota or n)
     workers = min(AUTO_WORKERS_MAX, n // 2)
     if model_cpus:
         return max(2, min(workers, n - model_cpus))
