@@ -62,6 +62,11 @@ def _ok(server, data: bytes = b"", **kw) -> dict:
     return json.loads(body)
 
 
+def test_without_workers_a_server_on_a_cpu_is_one_process(server):
+    """``--workers`` left out: 1 on a CPU (on CUDA one per two CPUs; tests/unit/serve/test_cpus.py)."""
+    assert server.wait_log("HTTP processes 1; decode pil"), server.log
+
+
 def test_predictions_equal_gpukit_predict(server, model, tmp_path, run_cli):
     files = []
     for i, (fmt, suffix) in enumerate([("JPEG", ".jpg"), ("PNG", ".png"), ("WEBP", ".webp"), ("JPEG", ".jpg")]):
