@@ -30,7 +30,11 @@ def test_serve_bad_input(run_cli, tmp_path: Path):
     _bad(run_cli("serve", str(model), "--workers", "-1"), "--workers must be 0")
     _bad(run_cli("serve", str(model), "--amp", "fp8"), "--amp")
     _bad(run_cli("serve", str(model), "--model-cpus", "-1"), "--model-cpus must be in 0..4096")
-    _bad(run_cli("serve", str(model), "--workers", "1", "--model-cpus", "1", "--port", "0"), "nothing to split")
+    _bad(
+        run_cli("serve", str(model), "--workers", "1", "--model-cpus", "1", "--port", "0"),
+        "--workers 1",
+        "nothing to split",
+    )
     _bad(run_cli("serve", str(model), "--api-key-env", "GPUKIT_SURELY_UNSET_VAR", "--port", "0"), "hint:")
 
 
