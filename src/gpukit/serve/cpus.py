@@ -49,7 +49,8 @@ def usable_cpus() -> tuple[int, ...] | None:
 def cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> int | None:
     """The CPUs this process's cgroup may keep busy, rounded up (a container's CPU limit: Kubernetes' ``limits.cpu``,
     ``docker run --cpus``), or None without a limit. Its affinity does not show one: a pod limited to 4 CPUs of a
-    64-CPU node may run on all 64. cgroup v2's ``cpu.max``, else v1's ``cfs_quota_us`` / ``cfs_period_us``."""
+    64-CPU node may run on all 64. cgroup v2's ``cpu.max``, else v1's ``cfs_quota_us`` / ``cfs_period_us``, at
+    ``root``: a container's own cgroup is mounted there; a limit set on a parent cgroup only is not seen (None)."""
     try:
         if (root / "cpu.max").is_file():
             quota, period = (root / "cpu.max").read_text().split()[:2]
