@@ -177,3 +177,29 @@ def test_a_server_on_the_gpu_refuses_damaged_jpegs(ckpt: Path) -> None:
         assert post_image(srv.url, good)[0] == 200
     finally:
         assert srv.stop() == 0
+
+
+def test_a_server_on_the_gpu_without_workers_starts_the_rule_s_count(ckpt: Path) -> None:
+    """`gpukit serve --device cuda` with ``--workers`` left out: as many HTTP processes as ``auto_workers`` gives for
+    this machine's CPUs and CPU limit (8 on a 16-CPU GPU host), really running, and the server answers."""
+    import sys
+
+    import psutil
+
+    from gpukit.serve.config import auto_workers
+    from gpukit.serve.cpus import cpu_quota, usable_cpus
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+    from serve_harness import post_image, start_server
+    from serve_testdata import image_bytes
+
+    want = auto_workers(0, usable_cpus(), cpu_quota())
+    srv = start_server(ckpt, "--device", "cuda", "--engine", "eager", timeout=240)
+    try:
+        assert srv.wait_log(f"HTTP processes {want};"), srv.log
+        kids = psutil.Process(srv.proc.pid).children()
+        spawned = sum("spawn_main" in " ".join(k.cmdline()) for k in kids)
+        assert spawned == (want if want > 1 else 0)  # one HTTP process runs in the model process's own
+        assert post_image(srv.url, image_bytes("JPEG", size=(64, 64), seed=5))[0] == 200
+    finally:
+        assert srv.stop() == 0
