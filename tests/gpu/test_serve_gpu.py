@@ -186,8 +186,8 @@ def test_a_server_on_the_gpu_without_workers_starts_the_rule_s_count(ckpt: Path)
 
     import psutil
 
+    from gpukit.hardware.cpu import cpu_quota, usable_cpus
     from gpukit.serve.config import auto_workers
-    from gpukit.serve.cpus import cpu_quota, usable_cpus
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
     from serve_harness import post_image, start_server

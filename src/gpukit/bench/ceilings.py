@@ -7,11 +7,10 @@ A ceiling that cannot be measured here stays None (shown "n/a"), with a note say
 
 from __future__ import annotations
 
-import os
-
 from gpukit.bench.harness import Prepared, Settings, prepare, run_one
 from gpukit.bench.results import Ceilings, Result
 from gpukit.bench.workloads.bandwidth import WORKLOAD as BANDWIDTH
+from gpukit.hardware.cpu import cpu_budget
 
 __all__ = ["CEILING_ROWS", "CEILING_SIZES", "add_spec", "measure_ceilings"]
 
@@ -44,7 +43,7 @@ def measure_ceilings(quick: bool = False, cuda: bool = True, seed: int = 0) -> C
     settings = Settings(repeats=5 if quick else 10, warmup=1, budget_s=10.0, noise_target=0.0)  # the fastest sample
     rng = np.random.default_rng(seed)
     prepared: dict[str, Prepared] = {}
-    ceilings = Ceilings(cpu_threads=_usable_cpus())
+    ceilings = Ceilings(cpu_threads=cpu_budget())
     for field, rows in CEILING_ROWS.items():
         if field in CUDA_FIELDS and not cuda:
             continue
@@ -109,11 +108,3 @@ def add_spec(ceilings: Ceilings) -> None:
     ceilings.spec_bandwidth_gbps = spec.bandwidth_gbps
     ceilings.spec_fp32_tflops = spec.peak_tflops("fp32")
     ceilings.spec_tflops = dict(spec.tflops)
-
-
-def _usable_cpus() -> int | None:
-    """CPUs this process may run on (taskset, cgroups' cpusets), not all the host has: the CPU rows use these."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count()

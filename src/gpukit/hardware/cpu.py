@@ -1,16 +1,30 @@
-"""What CPU this is: model, topology, clocks, vector/matrix extensions, memory and NUMA nodes.
+"""What CPU this is: model, topology, clocks, vector/matrix extensions, memory and NUMA nodes; and how many of its
+CPUs this process may use (``cpu_budget``: what a pool of threads or processes is sized by).
 
 Read from /proc/cpuinfo, /sys and psutil; every field that cannot be read here is ``None``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import platform
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["EXTENSION_FLAGS", "CpuInfo", "NumaNode", "amx_bf16_usable", "parse_cpuinfo", "read_cpu"]
+__all__ = [
+    "EXTENSION_FLAGS",
+    "CpuInfo",
+    "NumaNode",
+    "amx_bf16_usable",
+    "cpu_budget",
+    "cpu_budget_of",
+    "cpu_quota",
+    "parse_cpuinfo",
+    "read_cpu",
+    "usable_cpus",
+]
 
 # gpukit name → /proc/cpuinfo flag. Order is the display order.
 EXTENSION_FLAGS: tuple[tuple[str, str], ...] = (
@@ -45,7 +59,7 @@ class CpuInfo:
     sockets: int | None
     cores: int | None  # physical cores
     threads: int | None  # logical CPUs
-    cpus_usable: int | None  # CPUs this process may run on (affinity / cgroup)
+    cpus_usable: int | None  # CPUs this process may keep busy (``cpu_budget``: affinity, cgroup quota)
     clock_current_mhz: float | None
     clock_max_mhz: float | None
     extensions: tuple[str, ...]  # the EXTENSION_FLAGS names this CPU has
@@ -105,6 +119,47 @@ def amx_bf16_usable(cpuinfo: str | None = None, max_isa: str | None = None) -> b
         max_isa = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or ""
     capped = max_isa.strip().upper() not in ("", "ALL", "DEFAULT") and "AMX" not in max_isa.upper()
     return "amx_bf16" in flags and not capped  # type: ignore[operator]
+
+
+def usable_cpus() -> tuple[int, ...] | None:
+    """The CPUs this process may run on (its affinity), or None where the system cannot say (not Linux)."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return None
+
+
+def cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """The CPUs this process's cgroup may keep busy, rounded up (a container's CPU limit: Kubernetes' ``limits.cpu``,
+    ``docker run --cpus``), or None without a limit. Its affinity does not show one: a pod limited to 4 CPUs of a
+    64-CPU node may run on all 64. cgroup v2's ``cpu.max``, else v1's ``cfs_quota_us`` / ``cfs_period_us``, at
+    ``root``: a container's own cgroup is mounted there; a limit set on a parent cgroup only is not seen (None)."""
+    try:
+        if (root / "cpu.max").is_file():
+            quota, period = (root / "cpu.max").read_text().split()[:2]
+        else:
+            v1 = next((d for d in (root / "cpu", root / "cpu,cpuacct") if (d / "cpu.cfs_quota_us").is_file()), None)
+            if v1 is None:
+                return None
+            quota, period = ((v1 / f"cpu.cfs_{name}_us").read_text().strip() for name in ("quota", "period"))
+        if quota in ("max", "-1") or int(period) <= 0:
+            return None
+        return max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):  # unreadable or not numbers: no limit known
+        return None
+
+
+def cpu_budget() -> int:
+    """The CPUs this process may keep busy: ``cpu_budget_of(usable_cpus(), cpu_quota())``. Size a pool of busy
+    threads or processes by this, not by ``os.cpu_count()`` (the machine's, whatever this process may use)."""
+    return cpu_budget_of(usable_cpus(), cpu_quota())
+
+
+def cpu_budget_of(cpus: Sequence[int] | None, quota: int | None) -> int:
+    """How many of ``cpus`` (an affinity; None: the system's count) a cgroup ``quota`` (None: no limit) lets a process
+    keep busy; at least 1."""
+    n = len(cpus) if cpus is not None else os.cpu_count() or 1
+    return max(1, min(n, quota or n))
 
 
 def _read(path: Path) -> str | None:
@@ -184,10 +239,6 @@ def read_cpu() -> CpuInfo:
     flags = parsed["flags"]
     assert isinstance(flags, set)
     total, available = _meminfo()
-    try:
-        usable: int | None = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        usable = None
     model = parsed["model"] or platform.processor() or None
     return CpuInfo(
         model=str(model) if model else None,
@@ -196,7 +247,7 @@ def read_cpu() -> CpuInfo:
         sockets=parsed["sockets"],  # type: ignore[arg-type]
         cores=_physical_cores(parsed["cores"]),
         threads=os.cpu_count(),
-        cpus_usable=usable,
+        cpus_usable=cpu_budget(),
         clock_current_mhz=_current_mhz(text),
         clock_max_mhz=_max_mhz(),
         extensions=tuple(name for name, flag in EXTENSION_FLAGS if flag in flags),

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpukit.errors import ConfigError
-from gpukit.serve.cpus import cpu_quota, usable_cpus
+from gpukit.hardware.cpu import cpu_budget_of, cpu_quota, usable_cpus
 from gpukit.serve.decode import nvimgcodec_unavailable
 from gpukit.serve.engines import ENGINES
 
@@ -138,8 +137,7 @@ def auto_workers(model_cpus: int, cpus: tuple[int, ...] | None, quota: int | Non
     use (``cpus``, its affinity; None: the system's count; fewer where its cgroup's ``quota`` is lower), at most
     ``AUTO_WORKERS_MAX``, at least 1. With ``--model-cpus N`` at most the CPUs left to the workers, and at least 2
     (there is something to split)."""
-    n = len(cpus) if cpus is not None else os.cpu_count() or 1
-    n = min(n, quota or n)
+    n = cpu_budget_of(cpus, quota)
     workers = min(AUTO_WORKERS_MAX, n // 2)
     if model_cpus:
         return max(2, min(workers, n - model_cpus))

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from gpukit.hardware.cpu import cpu_budget
 from gpukit.serve.batcher import GONE, Outcome, QueueFull
 from gpukit.serve.config import BATCH_DECODERS, ServeConfig
 from gpukit.serve.decode import Frame, batch_decodable, finish, inline_frame, probe
@@ -94,7 +95,7 @@ class Core:
     budget: Budget = field(init=False)
 
     def __post_init__(self) -> None:
-        threads = self.config.decode_threads or min(8, max(2, os.cpu_count() or 1))
+        threads = self.config.decode_threads or min(8, max(2, cpu_budget()))
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="gpukit-decode")
         self.budget = Budget(self.config.decode_memory_bytes)
         if self.config.api_key_env:

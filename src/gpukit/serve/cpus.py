@@ -12,22 +12,20 @@ C) as the load beside it, the two placements served the same within their spread
 CPUs busy, and it is not the default: placing by itself, every server on a host with one server per GPU would take the
 same first CPUs.
 
-The N CPUs are the first N of those this process may use (its affinity: start it under ``taskset`` or in a cpuset to
-choose which, e.g. the GPU's NUMA node).
+The N CPUs are the first N of those this process may use (``gpukit.hardware.cpu.usable_cpus``, its affinity: start it
+under ``taskset`` or in a cpuset to choose which, e.g. the GPU's NUMA node).
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from gpukit.errors import ConfigError
 
-__all__ = ["Split", "cpu_quota", "pin_process", "plan", "usable_cpus"]
+__all__ = ["Split", "pin_process", "plan"]
 
 
 @dataclass(frozen=True)
@@ -37,33 +35,6 @@ class Split:
 
     def describe(self) -> str:
         return f"model process on CPUs {_ranges(self.model)}, HTTP processes on {_ranges(self.workers)}"
-
-
-def usable_cpus() -> tuple[int, ...] | None:
-    """The CPUs this process may run on, or None where the system cannot say (not Linux)."""
-    if not hasattr(os, "sched_getaffinity"):
-        return None
-    return tuple(sorted(os.sched_getaffinity(0)))
-
-
-def cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> int | None:
-    """The CPUs this process's cgroup may keep busy, rounded up (a container's CPU limit: Kubernetes' ``limits.cpu``,
-    ``docker run --cpus``), or None without a limit. Its affinity does not show one: a pod limited to 4 CPUs of a
-    64-CPU node may run on all 64. cgroup v2's ``cpu.max``, else v1's ``cfs_quota_us`` / ``cfs_period_us``, at
-    ``root``: a container's own cgroup is mounted there; a limit set on a parent cgroup only is not seen (None)."""
-    try:
-        if (root / "cpu.max").is_file():
-            quota, period = (root / "cpu.max").read_text().split()[:2]
-        else:
-            v1 = next((d for d in (root / "cpu", root / "cpu,cpuacct") if (d / "cpu.cfs_quota_us").is_file()), None)
-            if v1 is None:
-                return None
-            quota, period = ((v1 / f"cpu.cfs_{name}_us").read_text().strip() for name in ("quota", "period"))
-        if quota in ("max", "-1") or int(period) <= 0:
-            return None
-        return max(1, math.ceil(int(quota) / int(period)))
-    except (OSError, ValueError):  # unreadable or not numbers: no limit known
-        return None
 
 
 def plan(requested: int, workers: int, cpus: Sequence[int] | None) -> Split | None:

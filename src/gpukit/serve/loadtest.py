@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -20,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpukit.errors import ConfigError
+from gpukit.hardware.cpu import cpu_budget
 
 __all__ = ["LoadResult", "LoadSpec", "build_request", "check_target", "run_loadtest", "shortfall"]
 
@@ -175,7 +175,7 @@ def run_loadtest(spec: LoadSpec) -> LoadResult:
     spec.validate()
     host, port, path = check_target(spec.url, spec.allow_hosts)
     requests = [build_request(host, port, path, p, spec.api_key, spec.raw) for p in spec.images]
-    procs = spec.processes or min(os.cpu_count() or 1, spec.concurrency, 8)
+    procs = spec.processes or min(cpu_budget(), spec.concurrency, 8)
     procs = min(procs, spec.concurrency)
     conns = [spec.concurrency // procs + (1 if i < spec.concurrency % procs else 0) for i in range(procs)]
     rates = _split(spec.rate, procs) if spec.rate else [None] * procs

@@ -50,7 +50,6 @@ three rounds each; ``benchmarks/serve-nap_h100_2026-12-06.md``).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -59,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gpukit.hardware.cpu import cpu_budget
 from gpukit.serve.engines import engine_net
 from gpukit.serve.staging import BatchDecoder, Staged, Stager
 
@@ -105,8 +105,8 @@ def label_of(row: list[float], classes: tuple[str, ...]) -> tuple[str, float]:
 
 
 def cpu_threads() -> int:
-    """The threads a CPU device's forward pass gets: half the cores (see the module's docstring)."""
-    return max(1, (os.cpu_count() or 1) // 2)
+    """The threads a CPU device's forward pass gets: half the CPUs this process may use (see the module's docstring)."""
+    return max(1, cpu_budget() // 2)
 
 
 def _buckets(max_batch: int) -> list[int]:

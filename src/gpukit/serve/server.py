@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpukit.errors import ConfigError, ServeError
+from gpukit.hardware.cpu import usable_cpus
 from gpukit.serve.config import ServeConfig, resolve_auto
-from gpukit.serve.cpus import Split, pin_process, plan, usable_cpus
+from gpukit.serve.cpus import Split, pin_process, plan
 from gpukit.serve.cuda_env import set_cuda_queues
 from gpukit.serve.listen import (
     SharedListener,

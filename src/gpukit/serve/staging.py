@@ -23,12 +23,12 @@ Stream rules (CUDA), kept by ``Stager.prepare`` and the runner's ``execute``:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from gpukit.hardware.cpu import cpu_budget
 from gpukit.serve.config import BATCH_DECODERS
 
 __all__ = ["PINNED_JPEG_BYTES", "BatchDecoder", "Staged", "Stager"]
@@ -171,7 +171,7 @@ class BatchDecoder:
             backends = [nv.Backend(first), nv.Backend(nv.GPU_ONLY), nv.Backend(nv.CPU_ONLY)]  # later: what it can't
             index = self.device.partition(":")[2]
             device_id = int(index) if index else _current_device()
-        threads = max(1, (os.cpu_count() or 2) // 2)  # the HTTP processes need the other half
+        threads = max(1, cpu_budget() // 2)  # the HTTP processes need the other half
         decoder = nv.Decoder(device_id=device_id, max_num_cpu_threads=threads, backends=backends)
         params = nv.DecodeParams(  # as Pillow's convert("RGB"): no EXIF rotation, grey → three equal channels
             apply_exif_orientation=False, color_spec=nv.ColorSpec.SRGB, sample_format=nv.SampleFormat.I_RGB

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from gpukit.errors import ConfigError
+from gpukit.hardware.cpu import cpu_budget
 
 __all__ = ["IMAGE_SUFFIXES", "FolderData", "Split", "decode_image", "decode_paths", "load_folder", "scan_images"]
 
@@ -100,7 +101,7 @@ def decode_paths(
     global _SHARED
     from PIL import Image  # noqa: F401  (imported before the fork: every worker inherits it)
 
-    workers = workers or min(os.cpu_count() or 1, 16)
+    workers = workers or min(cpu_budget(), 16)
     n, chunk = len(paths), max(64, len(paths) // (workers * 8) + 1)
     ctx = _fork_context() if n >= _SERIAL_BELOW and workers > 1 else None
     if ctx is not None:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpukit.hardware.cpu import cpu_budget
 from gpukit.train import distributed, selection
 from gpukit.train.augment import AugmentConfig, draw_jitter, draw_thetas
 from gpukit.train.ckpt_meta import load_weights
@@ -88,7 +89,7 @@ class _Run:
         # before the decode: a bad --resume/--out fails at once (one process is rank 0 whatever its device)
         self.run_dir = make_run_dir(cfg, info or distributed.DistInfo(0, 1, 0, cfg.device, None))
         t0 = time.perf_counter()
-        workers = cfg.workers or max(1, min(16, (_cpu_count() // max(1, _local_world()))))
+        workers = cfg.workers or max(1, min(16, (cpu_budget() // max(1, _local_world()))))
         self.data = load_folder(cfg.data, cfg.image_size, cfg.val_fraction, cfg.seed, workers, preload.start)
         self.times.decode_s = time.perf_counter() - t0
         self.times.imports_s = preload.wait()  # torch and the CUDA context: what the decode did not hide
@@ -346,12 +347,6 @@ def _sync(device: Any) -> None:
         import torch
 
         torch.cuda.synchronize(device)  # the capture's work is done before its time is read
-
-
-def _cpu_count() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _local_world() -> int:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpukit.hardware.cpu import cpu_budget
+
 __all__ = ["LaunchResult", "RankFailure", "launch", "run_inline", "under_torchrun"]
 
 POLL_S = 0.05
@@ -68,7 +70,7 @@ def _env(rank: int, ranks: int, port: int, extra: dict[str, str] | None) -> dict
     env.update(RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(ranks),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GPUKIT_RANK_WORKER="1")  # fmt: skip
     env.setdefault("NCCL_NVLS_ENABLE", "0")
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // ranks)))
+    env.setdefault("OMP_NUM_THREADS", str(max(1, cpu_budget() // ranks)))
     env.update(extra or {})
     return env
 
