@@ -203,3 +203,59 @@ def test_a_server_on_the_gpu_without_workers_starts_the_rule_s_count(ckpt: Path)
         assert post_image(srv.url, image_bytes("JPEG", size=(64, 64), seed=5))[0] == 200
     finally:
         assert srv.stop() == 0
+
+
+def test_the_gpu_s_pci_address_is_nvml_s_and_its_cpus_are_the_machine_s() -> None:
+    """`--model-cpus` takes the model's CPUs from the GPU's NUMA node: the address built from torch's device
+    properties is the one NVML reports for the same GPU, sysfs has it, and its CPUs are CPUs of this machine."""
+    import os
+
+    import pynvml
+
+    from gpukit.serve.cpus import gpu_cpus, pci_address
+
+    address = pci_address("cuda")
+    assert address is not None and (Path("/sys/bus/pci/devices") / address).is_dir(), address
+    pynvml.nvmlInit()
+    try:
+        uuid = str(torch.cuda.get_device_properties(0).uuid)
+        nvml_ids = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            if uuid in str(pynvml.nvmlDeviceGetUUID(handle)):
+                nvml_ids.append(pynvml.nvmlDeviceGetPciInfo(handle).busId)
+    finally:
+        pynvml.nvmlShutdown()
+    assert len(nvml_ids) == 1, uuid
+    nvml_id = nvml_ids[0].decode() if isinstance(nvml_ids[0], bytes) else nvml_ids[0]
+    assert nvml_id[-12:].lower() == address  # NVML: "00000000:9A:00.0"
+    near = gpu_cpus("cuda")
+    if (Path("/sys/bus/pci/devices") / address / "local_cpulist").is_file():
+        assert near and set(near) <= set(range(os.cpu_count() or 1)), near
+
+
+def test_a_server_on_the_gpu_with_model_cpus_runs_its_model_process_where_the_plan_says(ckpt: Path) -> None:
+    """`--model-cpus 2` on CUDA: the GPU's node is read (CUDA starts before the engine), the start-up line gives the
+    split that ``plan`` makes of this machine's CPUs, the model process runs on those CPUs, and the server answers."""
+    import sys
+
+    import psutil
+
+    from gpukit.hardware.cpu import usable_cpus
+    from gpukit.serve.cpus import gpu_cpus, plan
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+    from serve_harness import post_image, start_server
+    from serve_testdata import image_bytes
+
+    split = plan(2, 2, usable_cpus(), gpu_cpus("cuda"))
+    assert split is not None
+    srv = start_server(
+        ckpt, "--device", "cuda", "--engine", "eager", "--workers", "2", "--model-cpus", "2", timeout=240
+    )
+    try:
+        assert srv.wait_log(split.describe()), srv.log
+        assert post_image(srv.url, image_bytes("JPEG", size=(64, 64), seed=6))[0] == 200
+        assert set(psutil.Process(srv.proc.pid).cpu_affinity()) == set(split.model)
+    finally:
+        assert srv.stop() == 0

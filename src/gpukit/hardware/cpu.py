@@ -22,6 +22,8 @@ __all__ = [
     "cpu_budget_of",
     "cpu_quota",
     "parse_cpuinfo",
+    "parse_cpulist",
+    "pci_local_cpus",
     "read_cpu",
     "usable_cpus",
 ]
@@ -160,6 +162,28 @@ def cpu_budget_of(cpus: Sequence[int] | None, quota: int | None) -> int:
     keep busy; at least 1."""
     n = len(cpus) if cpus is not None else os.cpu_count() or 1
     return max(1, min(n, quota or n))
+
+
+def parse_cpulist(text: str) -> tuple[int, ...]:
+    """A kernel cpulist ("0-3,8,10-11") as CPU numbers, in order; ValueError for what is not one."""
+    cpus: list[int] = []
+    for part in filter(None, text.strip().split(",")):
+        first, _, last = part.partition("-")
+        lo, hi = int(first), int(last or first)
+        if lo < 0 or hi < lo:
+            raise ValueError(f"not a CPU range: {part!r}")
+        cpus.extend(range(lo, hi + 1))
+    return tuple(cpus)
+
+
+def pci_local_cpus(bus_id: str, root: Path = Path("/sys/bus/pci/devices")) -> tuple[int, ...] | None:
+    """The CPUs of the NUMA node a PCI device (a GPU, "0000:18:00.0") hangs off: its ``local_cpulist`` in sysfs, or
+    None where sysfs does not say (not Linux, no such device, an empty or unreadable list)."""
+    try:
+        cpus = parse_cpulist(_read(root / bus_id.lower() / "local_cpulist") or "")
+    except ValueError:
+        return None
+    return cpus or None
 
 
 def _read(path: Path) -> str | None:

@@ -31,7 +31,7 @@ from typing import Any
 from gpukit.errors import ConfigError, ServeError
 from gpukit.hardware.cpu import usable_cpus
 from gpukit.serve.config import ServeConfig, resolve_auto
-from gpukit.serve.cpus import Split, pin_process, plan
+from gpukit.serve.cpus import Split, gpu_cpus, pin_process, plan
 from gpukit.serve.cuda_env import set_cuda_queues
 from gpukit.serve.listen import (
     SharedListener,
@@ -97,7 +97,8 @@ def run(
     set_cuda_queues(config.device)  # this is the model process: before CUDA starts here (gpukit.serve.cuda_env)
     config = resolve_auto(config.validate())
     key_state = _api_key_state(config)
-    split = plan(config.model_cpus, config.workers, usable_cpus())  # an impossible one fails before any start
+    near = gpu_cpus(config.device) if config.model_cpus and config.workers > 1 else None
+    split = plan(config.model_cpus, config.workers, usable_cpus(), near)  # an impossible one fails before any start
     if config.workers == 1:
         return _run_one(config, key_state, on_started, on_tick)
     return _run_many(config, key_state, on_started, on_tick, on_notice or (lambda _m: None), split)

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from gpukit.hardware import cpu
-from gpukit.hardware.cpu import cpu_budget, cpu_budget_of, cpu_quota, read_cpu
+from gpukit.hardware.cpu import cpu_budget, cpu_budget_of, cpu_quota, parse_cpulist, pci_local_cpus, read_cpu
 
 SIXTEEN = tuple(range(16))
 
@@ -72,3 +72,24 @@ def test_cpu_quota_reads_cgroup_v2_and_v1(tmp_path):
     assert cpu_quota(tmp_path / "v1") is None
     (v1 / "cpu.cfs_quota_us").write_text("400000\n")
     assert cpu_quota(tmp_path / "v1") == 4
+
+
+def test_parse_cpulist_reads_the_kernel_s_ranges():
+    assert parse_cpulist("0-3,8,10-11\n") == (0, 1, 2, 3, 8, 10, 11)
+    assert parse_cpulist("5") == (5,)
+    assert parse_cpulist("\n") == ()
+    for bad in ("3-1", "a-b", "1,,x", "-2"):
+        with pytest.raises(ValueError):
+            parse_cpulist(bad)
+
+
+def test_pci_local_cpus_is_the_device_s_local_cpulist(tmp_path):
+    dev = tmp_path / "0000:9a:00.0"
+    dev.mkdir()
+    (dev / "local_cpulist").write_text("16-31,48-63\n")
+    assert pci_local_cpus("0000:9A:00.0", root=tmp_path) == (*range(16, 32), *range(48, 64))  # nvidia-smi's case
+    assert pci_local_cpus("0000:01:00.0", root=tmp_path) is None  # no such device
+    (dev / "local_cpulist").write_text("\n")
+    assert pci_local_cpus("0000:9a:00.0", root=tmp_path) is None
+    (dev / "local_cpulist").write_text("garbage\n")
+    assert pci_local_cpus("0000:9a:00.0", root=tmp_path) is None

@@ -25,6 +25,49 @@ def test_a_count_takes_the_first_allowed_cpus_and_zero_splits_nothing():
     assert plan(0, 1, None) is None  # the default asks nothing of the system
 
 
+def test_the_model_s_cpus_come_first_from_the_gpu_s_numa_node():
+    """Two sockets of 16 CPUs, the GPU on the second: the model process runs next to its GPU, the workers on the
+    rest of both sockets; the start-up line says where."""
+    cpus, second = tuple(range(32)), tuple(range(16, 32))
+    split = plan(4, 8, cpus, near=second)
+    assert split == Split((16, 17, 18, 19), (*range(16), *range(20, 32)), near_gpu=True)
+    assert split.describe() == ("model process on CPUs 16-19 (the GPU's NUMA node), HTTP processes on 0-15,20-31")
+    # the node's CPUs that this process may not use are not taken (a cpuset of 0-7 and 20-27)
+    allowed = (*range(8), *range(20, 28))
+    assert plan(2, 4, allowed, near=second) == Split((20, 21), (*range(8), *range(22, 28)), near_gpu=True)
+    # a node smaller than the request: all of it, then the first others; not called near
+    assert plan(4, 4, cpus, near=(30, 31)) == Split((30, 31, 0, 1), (*range(2, 30),))
+    # one node (every CPU near the GPU), or nothing known: the first N, as without a GPU
+    assert plan(4, 8, cpus, near=cpus) == plan(4, 8, cpus, near=None) == Split((0, 1, 2, 3), tuple(range(4, 32)))
+
+
+def test_gpu_cpus_reads_the_gpu_s_pci_address_from_torch_and_its_node_from_sysfs(monkeypatch, tmp_path):
+    import types
+
+    from gpukit.serve import cpus as cpus_module
+
+    props = types.SimpleNamespace(pci_domain_id=0, pci_bus_id=0x9A, pci_device_id=0)
+    seen: list[int] = []
+    fake_cuda = types.SimpleNamespace(get_device_properties=lambda i: seen.append(i) or props)
+    fake_torch = types.SimpleNamespace(
+        cuda=fake_cuda, device=lambda d: types.SimpleNamespace(index=None if d == "cuda" else int(d[5:]))
+    )
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    asked: list[str] = []
+    monkeypatch.setattr(cpus_module, "pci_local_cpus", lambda bus: asked.append(bus) or (16, 17))
+    assert cpus_module.gpu_cpus("cuda") == (16, 17)
+    assert cpus_module.gpu_cpus("cuda:3") == (16, 17)
+    assert seen == [0, 3] and asked == ["0000:9a:00.0", "0000:9a:00.0"]
+    assert cpus_module.gpu_cpus("cpu") is None  # no GPU: nothing asked
+    assert seen == [0, 3]
+
+    def no_cuda(_i: int) -> None:
+        raise RuntimeError("Found no NVIDIA driver on your system")
+
+    fake_cuda.get_device_properties = no_cuda
+    assert cpus_module.gpu_cpus("cuda") is None
+
+
 @pytest.mark.parametrize(
     ("requested", "workers", "cpus", "words"),
     [
