@@ -85,7 +85,7 @@ def plan(requested: int, workers: int, cpus: Sequence[int] | None, near: Sequenc
         )
     nearby = set(near or ())
     local = [c for c in cpus if c in nearby]
-    ordered = local + [c for c in cpus if c not in local]
+    ordered = local + [c for c in cpus if c not in nearby]
     near_gpu = len(local) >= requested and len(local) < len(cpus)
     return Split(tuple(ordered[:requested]), tuple(sorted(ordered[requested:])), near_gpu)
 
