@@ -97,8 +97,10 @@ def run(
     set_cuda_queues(config.device)  # this is the model process: before CUDA starts here (gpukit.serve.cuda_env)
     config = resolve_auto(config.validate())
     key_state = _api_key_state(config)
-    near = gpu_cpus(config.device) if config.model_cpus and config.workers > 1 else None
-    split = plan(config.model_cpus, config.workers, usable_cpus(), near)  # an impossible one fails before any start
+    cpus = usable_cpus()
+    split = plan(config.model_cpus, config.workers, cpus)  # an impossible one fails before any start, CUDA's too
+    if split is not None:  # then the model's CPUs from the GPU's NUMA node (this starts CUDA here)
+        split = plan(config.model_cpus, config.workers, cpus, gpu_cpus(config.device))
     if config.workers == 1:
         return _run_one(config, key_state, on_started, on_tick)
     return _run_many(config, key_state, on_started, on_tick, on_notice or (lambda _m: None), split)
